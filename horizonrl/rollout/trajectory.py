@@ -1,0 +1,112 @@
+"""The trajectory record: what a rollout, an expert or an eval writes, one JSON line each.
+
+Token fields are filled by model rollouts (token-exact: the ids the model sampled, never
+re-encoded) and are empty for expert demonstrations, whose `messages` are tokenized by
+the same chat builder at SFT time.
+
+    {"item_id": "textcraft_3", "category": "depth 1", "success": true, "score": 1.0,
+     "reward": 1.0, "num_turns": 3, "terminated": true, "truncated": false,
+     "failed": false, "fail_reason": null, "messages": [{"role": ..., "content": ...}],
+     "turn_rewards": [0.0, 0.0, 1.0], "token_ids": [...], "loss_mask": [...],
+     "logprobs": [null, ..., -0.12, ...], ...}
+
+`logprobs` is aligned with `token_ids` and is null exactly where `loss_mask` is 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Trajectory:
+    item_id: str
+    category: str
+    messages: list[dict[str, str]] = field(default_factory=list)
+    """The conversation as role/content messages (system, user, assistant, ...)."""
+    success: bool = False
+    score: float = 0.0
+    """Final score in [0, 1] as reported by the env's `info`."""
+    reward: float = 0.0
+    """Sum of env rewards over the episode."""
+    num_turns: int = 0
+    """Number of env steps taken."""
+    terminated: bool = False
+    truncated: bool = False
+    failed: bool = False
+    """The env or the transport broke (not the agent); left out of updates by default."""
+    fail_reason: str | None = None
+    turn_rewards: list[float] = field(default_factory=list)
+    """Env reward of each turn, in order (len == num_turns)."""
+    token_ids: list[int] = field(default_factory=list)
+    """Whole conversation as token ids (prompt + every turn), exactly as the model saw them."""
+    loss_mask: list[int] = field(default_factory=list)
+    """1 on tokens the model sampled, 0 on prompt/observation/template tokens."""
+    logprobs: list[float | None] = field(default_factory=list)
+    """Sampling logprob of each token where `loss_mask` is 1, else None."""
+    prompt_length: int = 0
+    """Number of leading tokens that form the initial prompt (system + first user turn)."""
+    turn_ends: list[int] = field(default_factory=list)
+    """Index of the last sampled token of each assistant turn (where per-turn rewards sit)."""
+    max_turns: int | None = None
+    seed: int | None = None
+    group_id: int = 0
+    """Samples of the same item in one batch share a group id (GRPO / RLOO)."""
+    sample_index: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.token_ids:
+            n = len(self.token_ids)
+            if len(self.loss_mask) != n or len(self.logprobs) != n:
+                raise ValueError(
+                    f"token_ids ({n}), loss_mask ({len(self.loss_mask)}) and logprobs "
+                    f"({len(self.logprobs)}) must have the same length"
+                )
+
+    @property
+    def response_length(self) -> int:
+        """Tokens after the initial prompt (sampled and observation tokens)."""
+        return len(self.token_ids) - self.prompt_length
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        meta = dict(data.get("meta") or {})
+        meta.update({k: data[k] for k in unknown})
+        return cls(**{k: v for k, v in data.items() if k in known and k != "meta"}, meta=meta)
+
+
+def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], *, append: bool = False) -> int:
+    """Write trajectories one JSON object per line; returns how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("a" if append else "w") as f:
+        for traj in trajectories:
+            f.write(json.dumps(traj.to_dict()) + "\n")
+            n += 1
+    return n
+
+
+def iter_jsonl(path: str | Path) -> Iterator[Trajectory]:
+    with Path(path).open() as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Trajectory.from_dict(json.loads(line))
+            except (json.JSONDecodeError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path}:{lineno}: not a trajectory record: {exc}") from exc
+
+
+def read_jsonl(path: str | Path) -> list[Trajectory]:
+    return list(iter_jsonl(path))
