@@ -64,8 +64,19 @@ class FamilyPrompt:
         return parse_react(text, style=self.action_style)
 
 
+_REGISTERED: dict[str, FamilyPrompt] = {}
+
+
+def register_prompt(prompt: FamilyPrompt) -> None:
+    """Register the prompt of a user-defined family (built-in ones load from PROMPT_MODULES)."""
+    _REGISTERED[prompt.family] = prompt
+
+
 def get_prompt(family: str) -> FamilyPrompt:
+    if family in _REGISTERED:
+        return _REGISTERED[family]
     if family not in PROMPT_MODULES:
-        raise KeyError(f"no prompt for family {family!r}; known: {', '.join(PROMPT_MODULES)}")
+        known = ", ".join([*PROMPT_MODULES, *_REGISTERED])
+        raise KeyError(f"no prompt for family {family!r}; known: {known}")
     prompt: FamilyPrompt = importlib.import_module(PROMPT_MODULES[family]).PROMPT
     return prompt
