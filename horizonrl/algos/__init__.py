@@ -1,0 +1,1 @@
+"""Reinforcement-learning maths as pure tensor functions: advantage estimators, losses, KL."""

@@ -1,0 +1,165 @@
+"""Policy, value, entropy and KL losses; pure tensor functions over `(B, T)` tensors.
+
+Every loss first builds a per-token loss matrix, then reduces it with one of the
+aggregation modes (`AGGREGATIONS`), over `loss_mask == 1` positions only:
+
+    token-mean            sum(l * m) / sum(m)                       (every token weighs the same)
+    seq-mean-token-sum    mean over rows of sum_t(l * m)            (Dr. GRPO style)
+    seq-mean-token-mean   mean over rows of sum_t(l * m) / sum_t(m) (original GRPO)
+
+Rows with no sampled token are left out of the seq-mean modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from horizonrl.algos.kl import kl_estimate
+
+Tensor = torch.Tensor
+
+
+def _token_mean(loss: Tensor, loss_mask: Tensor) -> Tensor:
+    m = loss_mask.to(loss.dtype)
+    return (loss * m).sum() / m.sum().clamp(min=1.0)
+
+
+def _seq_mean_token_sum(loss: Tensor, loss_mask: Tensor) -> Tensor:
+    m = loss_mask.to(loss.dtype)
+    rows = m.sum(dim=-1) > 0
+    return (loss * m).sum(dim=-1)[rows].sum() / rows.sum().clamp(min=1)
+
+
+def _seq_mean_token_mean(loss: Tensor, loss_mask: Tensor) -> Tensor:
+    m = loss_mask.to(loss.dtype)
+    counts = m.sum(dim=-1)
+    rows = counts > 0
+    per_row = (loss * m).sum(dim=-1)[rows] / counts[rows]
+    return per_row.sum() / rows.sum().clamp(min=1)
+
+
+AGGREGATIONS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "token-mean": _token_mean,
+    "seq-mean-token-sum": _seq_mean_token_sum,
+    "seq-mean-token-mean": _seq_mean_token_mean,
+}
+
+
+def aggregate(loss: Tensor, loss_mask: Tensor, mode: str) -> Tensor:
+    """Reduce a per-token loss `(B, T)` to a scalar with aggregation `mode` (see module docstring)."""
+    if mode not in AGGREGATIONS:
+        raise KeyError(f"unknown loss aggregation {mode!r}; valid: {', '.join(AGGREGATIONS)}")
+    return AGGREGATIONS[mode](loss, loss_mask)
+
+
+def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
+    """`log softmax(logits)[labels]`: `(B, T, V), (B, T) -> (B, T)`, computed in float32."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Entropy of the next-token distribution: `(B, T, V) -> (B, T)`, in float32."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
+def ppo_policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    loss_mask: Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = None,
+    agg: str = "token-mean",
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """PPO's clipped surrogate, with optional asymmetric clip and dual clip.
+
+        ratio = exp(logprobs - old_logprobs)
+        l     = max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high))
+        dual clip (A < 0 only): l = min(l, -A * dual_clip)       (dual_clip > 1)
+
+    Shapes `(B, T)`; returns the aggregated loss and stats: `clip_frac` (share of tokens
+    where the clipped term is active), `approx_kl` (k1 of old vs new, token mean).
+    Schulman et al. 2017, https://arxiv.org/abs/1707.06347; dual clip: Ye et al. 2020,
+    https://arxiv.org/abs/1912.09729
+    """
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+    log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    loss = torch.maximum(unclipped, clipped)
+    if dual_clip is not None:
+        loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * dual_clip), loss)
+    stats = {
+        "clip_frac": _token_mean((clipped > unclipped).float(), loss_mask).detach(),
+        "approx_kl": _token_mean(-log_ratio, loss_mask).detach(),
+    }
+    return aggregate(loss, loss_mask, agg), stats
+
+
+POLICY_LOSSES = {"ppo": ppo_policy_loss}
+"""Policy losses by name (`algorithm.policy_loss`); each has `ppo_policy_loss`'s signature."""
+
+
+def get_policy_loss(name: str) -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
+    if name not in POLICY_LOSSES:
+        raise KeyError(f"unknown policy loss {name!r}; valid: {', '.join(POLICY_LOSSES)}")
+    return POLICY_LOSSES[name]
+
+
+def value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    loss_mask: Tensor,
+    *,
+    clip_range: float | None = 0.2,
+    agg: str = "token-mean",
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Clipped value loss: `0.5 * max((V - R)^2, (clip(V, V_old +- eps) - R)^2)`, shapes `(B, T)`.
+
+    `clip_range=None` gives the plain squared error. Stats: `clip_frac` (share of tokens where
+    the clipped error is the larger one).
+    """
+    unclipped = (values - returns) ** 2
+    if clip_range is None:
+        loss, frac = unclipped, torch.zeros_like(unclipped)
+    else:
+        v_clipped = old_values + (values - old_values).clamp(-clip_range, clip_range)
+        clipped = (v_clipped - returns) ** 2
+        loss, frac = torch.maximum(unclipped, clipped), (clipped > unclipped).float()
+    return 0.5 * aggregate(loss, loss_mask, agg), {"clip_frac": _token_mean(frac, loss_mask).detach()}
+
+
+def entropy_bonus(entropy: Tensor, loss_mask: Tensor, *, agg: str = "token-mean") -> Tensor:
+    """Aggregated entropy `(B, T) -> ()`; the trainer subtracts `entropy_coef *` this from the loss."""
+    return aggregate(entropy, loss_mask, agg)
+
+
+def kl_loss(
+    logprobs: Tensor, ref_logprobs: Tensor, loss_mask: Tensor, *, kind: str = "k3", agg: str = "token-mean"
+) -> Tensor:
+    """KL to the reference policy as a loss term: `aggregate(kl_estimate(lp, ref, kind))`."""
+    return aggregate(kl_estimate(logprobs, ref_logprobs, kind), loss_mask, agg)
+
+
+def kl_reward_penalty(
+    token_rewards: Tensor,
+    logprobs: Tensor,
+    ref_logprobs: Tensor,
+    loss_mask: Tensor,
+    *,
+    coef: float,
+    kind: str,
+) -> tuple[Tensor, Tensor]:
+    """KL as a reward penalty: `r_t - coef * kl_t` on sampled tokens; returns `(rewards, kl)`."""
+    kl = kl_estimate(logprobs, ref_logprobs, kind) * loss_mask.to(logprobs.dtype)
+    return token_rewards - coef * kl, kl

@@ -1,0 +1,114 @@
+"""Losses and KL estimators: hand-computed examples and invariants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from horizonrl.algos.kl import kl_estimate
+from horizonrl.algos.losses import (
+    aggregate,
+    entropy_from_logits,
+    kl_loss,
+    kl_reward_penalty,
+    logprobs_from_logits,
+    ppo_policy_loss,
+    value_loss,
+)
+
+
+def test_aggregation_modes_hand_computed():
+    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])
+    assert float(aggregate(loss, mask, "token-mean")) == pytest.approx(10 / 4)
+    assert float(aggregate(loss, mask, "seq-mean-token-sum")) == pytest.approx((6 + 4) / 2)
+    assert float(aggregate(loss, mask, "seq-mean-token-mean")) == pytest.approx((2 + 4) / 2)
+    with pytest.raises(KeyError, match="valid: token-mean"):
+        aggregate(loss, mask, "sum")
+
+
+def test_ppo_loss_hand_computed_clip_and_dual_clip():
+    old = torch.zeros(1, 4)
+    new = torch.log(torch.tensor([[1.5, 0.5, 1.1, 4.0]]))
+    adv = torch.tensor([[1.0, -1.0, 2.0, -1.0]])
+    mask = torch.ones(1, 4)
+    loss, stats = ppo_policy_loss(new, old, adv, mask, clip_low=0.2, clip_high=0.2)
+    # token losses: max(-1.5, -1.2) = -1.2; max(0.5, 0.8) = 0.8; max(-2.2, -2.2) = -2.2; max(4, 1.2) = 4
+    assert float(loss) == pytest.approx((-1.2 + 0.8 - 2.2 + 4.0) / 4, rel=1e-5)
+    assert float(stats["clip_frac"]) == pytest.approx(0.5)
+    dual, _ = ppo_policy_loss(new, old, adv, mask, dual_clip=3.0)
+    assert float(dual) == pytest.approx((-1.2 + 0.8 - 2.2 + 3.0) / 4, rel=1e-5)
+    with pytest.raises(ValueError):
+        ppo_policy_loss(new, old, adv, mask, dual_clip=0.5)
+
+
+def test_ppo_loss_ignores_masked_tokens_and_its_gradient_follows_advantage():
+    new = torch.zeros(2, 3, requires_grad=True)
+    adv = torch.tensor([[1.0, -1.0, 1000.0], [2.0, 0.0, -1000.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    loss, _ = ppo_policy_loss(new, torch.zeros(2, 3), adv, mask)
+    loss.backward()
+    assert float(loss.detach()) == pytest.approx(-(1 - 1 + 2 + 0) / 4)
+    assert new.grad is not None
+    torch.testing.assert_close(new.grad, -adv * mask / 4)
+
+
+def test_value_loss_clipped_hand_computed():
+    values = torch.tensor([[1.0, 0.0]])
+    old = torch.tensor([[0.0, 0.0]])
+    returns = torch.tensor([[2.0, 0.5]])
+    loss, stats = value_loss(values, old, returns, torch.ones(1, 2), clip_range=0.2)
+    # token 1: max((1-2)^2, (0.2-2)^2) = 3.24; token 2: max(0.25, 0.25) = 0.25
+    assert float(loss) == pytest.approx(0.5 * (3.24 + 0.25) / 2)
+    assert float(stats["clip_frac"]) == pytest.approx(0.5)
+    plain, _ = value_loss(values, old, returns, torch.ones(1, 2), clip_range=None)
+    assert float(plain) == pytest.approx(0.5 * (1 + 0.25) / 2)
+
+
+def test_kl_estimators_hand_computed():
+    lp = torch.tensor([[math.log(0.5)]])
+    ref = torch.tensor([[math.log(0.25)]])
+    d = math.log(2)
+    assert float(kl_estimate(lp, ref, "k1")) == pytest.approx(d)
+    assert float(kl_estimate(lp, ref, "k2")) == pytest.approx(0.5 * d * d)
+    assert float(kl_estimate(lp, ref, "k3")) == pytest.approx(0.5 - math.log(0.5) - 1)
+    assert float(kl_estimate(lp, ref, "low_var_kl")) == float(kl_estimate(lp, ref, "k3"))
+    with pytest.raises(KeyError, match="valid: k1, k2, k3"):
+        kl_estimate(lp, ref, "k4")
+
+
+def test_kl_is_zero_for_identical_policies_and_k3_estimates_true_kl():
+    x = torch.randn(3, 5)
+    for kind in ("k1", "k2", "k3"):
+        assert float(kl_estimate(x, x, kind).abs().max()) == 0.0
+    # Sample from p, estimate KL(p || q) with k3 and k1: both unbiased.
+    p = torch.tensor([0.7, 0.2, 0.1])
+    q = torch.tensor([0.4, 0.4, 0.2])
+    true_kl = float((p * (p / q).log()).sum())
+    samples = torch.multinomial(p, 200_000, replacement=True, generator=torch.Generator().manual_seed(0))
+    lp, ref = p.log()[samples][None], q.log()[samples][None]
+    assert float(kl_estimate(lp, ref, "k3").mean()) == pytest.approx(true_kl, abs=3e-3)
+    assert float(kl_estimate(lp, ref, "k1").mean()) == pytest.approx(true_kl, abs=3e-3)
+
+
+def test_kl_loss_and_reward_penalty_use_only_sampled_tokens():
+    lp = torch.tensor([[0.0, -1.0, -2.0]])
+    ref = torch.tensor([[-1.0, -1.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert float(kl_loss(lp, ref, mask, kind="k1")) == pytest.approx(0.5)
+    rewards, kl = kl_reward_penalty(torch.zeros(1, 3), lp, ref, mask, coef=0.1, kind="k1")
+    torch.testing.assert_close(rewards, torch.tensor([[-0.1, 0.0, 0.0]]))
+    torch.testing.assert_close(kl, torch.tensor([[1.0, 0.0, 0.0]]))
+
+
+def test_logprobs_and_entropy_from_logits():
+    logits = torch.tensor([[[0.0, 0.0], [math.log(3.0), 0.0]]])
+    labels = torch.tensor([[1, 0]])
+    torch.testing.assert_close(
+        logprobs_from_logits(logits, labels), torch.tensor([[math.log(0.5), math.log(0.75)]])
+    )
+    ent = entropy_from_logits(logits)
+    assert float(ent[0, 0]) == pytest.approx(math.log(2))
+    assert float(ent[0, 1]) == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
