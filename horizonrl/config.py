@@ -1,0 +1,382 @@
+"""Training configuration: one frozen dataclass per component, YAML files map onto them 1:1.
+
+    cfg = load_config("configs/quickstart.yaml", ["trainer.total_steps=4", "schedule.rounds=[2,4,6]"])
+    cfg.schedule.rounds          # [2, 4, 6]
+
+`load_config` merges the YAML file and dotted `key=value` overrides (values in YAML syntax)
+onto the dataclasses with OmegaConf's structured mode, so types are checked and unknown keys
+are rejected with the valid ones named. Each dataclass validates itself in `__post_init__`.
+
+The reference's turn-schedule keys are accepted as aliases:
+`algorithm.rounds_ctrl.type` (`fixed` / `scaling_inter_stepwise`) -> `schedule.type`,
+`algorithm.rounds_ctrl.rounds` -> `schedule.rounds`,
+`algorithm.rounds_ctrl.steps_scaling_inter` -> `schedule.every`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+
+class ConfigError(ValueError):
+    """A config file or override is wrong; the message says which key and what is valid."""
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _one_of(key: str, value: str, valid: Sequence[str]) -> None:
+    _check(value in valid, f"{key}={value!r} is not valid; choose one of: {', '.join(valid)}")
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    enabled: bool = False
+    """Train LoRA adapters (peft) instead of all weights; the reference policy is then the base
+    weights with adapters disabled, so no second model copy is kept."""
+    r: int = 16
+    """Adapter rank."""
+    alpha: int = 32
+    """LoRA scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    """Names of the linear layers that get adapters."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    path: str = "default"
+    """HF id, local path, `default` (SmolLM2-135M-Instruct) or `tiny` (random 2-layer test model)."""
+    bf16: bool = True
+    """bf16 autocast for forward/backward on CPU/GPU where supported; master weights stay fp32."""
+    gradient_checkpointing: bool = True
+    """Recompute activations in backward: less memory, and on CPU not slower with bf16."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    families: list[str] = field(default_factory=lambda: ["textcraft"])
+    """Environment families whose `split` items are trained on; several families mix in a batch."""
+    split: str = "train"
+    """Split of each family to draw training items from."""
+    train_files: list[str] = field(default_factory=list)
+    """Data-ID JSON files (`[{"item_id": ...}]`, the reference's `<task>_train.json`) to use
+    instead of the families' splits; SFT/DPO read trajectory JSONL files here."""
+    categories: list[str] = field(default_factory=list)
+    """Keep only items of these categories (e.g. `["depth 1", "depth 2"]`); empty keeps all."""
+    max_items: int | None = None
+    """Use at most this many items (after filtering, in the seeded order)."""
+    batch_size: int = 4
+    """Items per training step; each is rolled out `rollout.n` times."""
+    shuffle: bool = True
+    """Reshuffle the items every epoch (seeded by `trainer.seed` and the epoch number)."""
+
+    def __post_init__(self) -> None:
+        _check(self.batch_size >= 1, f"data.batch_size must be >= 1, got {self.batch_size}")
+        _check(bool(self.families or self.train_files), "data.families or data.train_files must be set")
+        _check(self.max_items is None or self.max_items >= 1, "data.max_items must be >= 1 when set")
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    backend: str = "hf"
+    """Policy backend for generation (`hf`; `vllm` on GPU machines)."""
+    n: int = 4
+    """Samples per item (group size for GRPO / RLOO); samples of an item share a seed base."""
+    max_tokens: int = 128
+    """Most tokens sampled per turn."""
+    max_response_length: int = 4096
+    """Most tokens after the prompt (sampled and observation tokens), enforced during the rollout."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    """0 disables top-k."""
+    batch_size: int = 32
+    """Most episodes generated in one forward batch (memory bound)."""
+    env_timeout_s: float = 60.0
+    """Seconds one env call may take before the trajectory is marked failed."""
+
+    def __post_init__(self) -> None:
+        _check(self.n >= 1, f"rollout.n must be >= 1, got {self.n}")
+        _check(self.max_tokens >= 1, f"rollout.max_tokens must be >= 1, got {self.max_tokens}")
+        _check(self.temperature >= 0, "rollout.temperature must be >= 0")
+        _check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")
+
+
+ALGORITHM_NAMES = ("ppo", "grpo", "rloo", "reinforce_pp", "sft", "dpo", "agentevol")
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+KL_KINDS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl")
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    name: str = "grpo"
+    """Workflow: an RL algorithm (ppo, grpo, rloo, reinforce_pp: all `horizonrl train`) or sft, dpo,
+    agentevol. RL variants differ only by `adv_estimator` and the settings below."""
+    adv_estimator: str | None = None
+    """Advantage estimator: gae (with critic), grpo, rloo, reinforce_pp. None follows `name`
+    (ppo -> gae, grpo -> grpo, rloo -> rloo, reinforce_pp -> reinforce_pp; otherwise grpo)."""
+    gamma: float = 1.0
+    """Discount per sampled token (gae, reinforce_pp)."""
+    lam: float = 1.0
+    """GAE lambda."""
+    norm_eps: float = 1e-6
+    """Epsilon added to standard deviations when normalizing advantages."""
+    grpo_norm_by_std: bool = True
+    """GRPO divides by the group's std (False: only subtract the group mean, as Dr. GRPO)."""
+    whiten_advantages: bool = True
+    """GAE: whiten advantages over the batch's sampled tokens."""
+    reward: str = "outcome"
+    """`outcome`: the trajectory's total env reward on its last sampled token; `turn`: each turn's
+    env reward on that turn's last sampled token; `success`: 1/0 success on the last token."""
+    policy_loss: str = "ppo"
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    """Upper clip of the PPO ratio (raise it for clip-higher)."""
+    dual_clip: float | None = None
+    """Dual-clip constant c > 1 for negative advantages; None disables."""
+    loss_agg: str = "token-mean"
+    """How per-token losses are reduced: token-mean, seq-mean-token-sum, seq-mean-token-mean."""
+    entropy_coef: float = 0.001
+    kl_coef: float = 0.001
+    """Weight of the KL to the reference policy; 0 skips the reference model entirely."""
+    kl_estimator: str = "k3"
+    """k1, k2, k3 (aliases kl, mse, low_var_kl)."""
+    kl_in_reward: bool = False
+    """False: KL is a loss term (the reference's setting); True: a per-token reward penalty."""
+    vf_coef: float = 0.5
+    """Weight of the value loss (critic estimators only)."""
+    value_clip: float | None = 0.2
+    ppo_epochs: int = 1
+    """Passes over each rollout batch."""
+    recompute_old_logprobs: bool = True
+    """Recompute `old_logprobs` with the learner before the update (exact ratio 1 on the first
+    pass); False uses the rollout's sampling logprobs (saves a forward pass)."""
+    failed: str = "drop"
+    """Trajectories whose env broke: `drop` them from the update or score them `zero`."""
+
+    def __post_init__(self) -> None:
+        from horizonrl.algos.advantages import ESTIMATORS
+        from horizonrl.algos.losses import POLICY_LOSSES
+
+        _one_of("algorithm.name", self.name, ALGORITHM_NAMES)
+        _one_of("algorithm.adv_estimator", self.estimator, list(ESTIMATORS))
+        _one_of("algorithm.policy_loss", self.policy_loss, list(POLICY_LOSSES))
+        _one_of("algorithm.loss_agg", self.loss_agg, LOSS_AGGREGATIONS)
+        _one_of("algorithm.kl_estimator", self.kl_estimator, KL_KINDS)
+        _one_of("algorithm.reward", self.reward, ("outcome", "turn", "success"))
+        _one_of("algorithm.failed", self.failed, ("drop", "zero"))
+        _check(self.ppo_epochs >= 1, "algorithm.ppo_epochs must be >= 1")
+        _check(0 <= self.gamma <= 1 and 0 <= self.lam <= 1, "algorithm.gamma and .lam must be in [0, 1]")
+        _check(self.dual_clip is None or self.dual_clip > 1, "algorithm.dual_clip must be > 1 when set")
+
+    @property
+    def estimator(self) -> str:
+        """The advantage estimator in effect (`adv_estimator`, or the one `name` implies)."""
+        if self.adv_estimator is not None:
+            return self.adv_estimator
+        return {"ppo": "gae", "rloo": "rloo", "reinforce_pp": "reinforce_pp"}.get(self.name, "grpo")
+
+
+SCHEDULE_TYPES = ("fixed", "stepwise", "adaptive", "mixed")
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    type: str = "stepwise"
+    """fixed, stepwise (the paper's ScalingInter-RL), adaptive, mixed (see horizonrl.trainer.schedule)."""
+    rounds: list[int] = field(default_factory=lambda: [10, 20, 30])
+    """Turn caps per stage; `fixed` takes exactly one."""
+    every: int = 100
+    """stepwise / mixed: steps per stage. adaptive: the fewest steps spent in a stage."""
+    threshold: float = 0.8
+    """adaptive: advance when the moving success rate reaches this."""
+    window: int = 5
+    """adaptive: steps in the moving success-rate window."""
+    plateau_tol: float = 0.02
+    """adaptive: advance when the windowed success rate moved less than this over one window."""
+    mixed_fraction: float = 0.25
+    """mixed: share of groups that get the next stage's cap."""
+
+    def __post_init__(self) -> None:
+        kind = {"scaling_inter_stepwise": "stepwise"}.get(self.type, self.type)
+        object.__setattr__(self, "type", kind)  # the reference's name, normalized
+        _one_of("schedule.type", kind, SCHEDULE_TYPES)
+        _check(len(self.rounds) >= 1 and all(r >= 1 for r in self.rounds), "schedule.rounds: caps >= 1")
+        _check(
+            kind != "fixed" or len(self.rounds) == 1,
+            f"schedule.type=fixed takes one cap, e.g. schedule.rounds=[{self.rounds[-1]}]; got {self.rounds}",
+        )
+        _check(self.every >= 1, f"schedule.every must be >= 1, got {self.every}")
+        _check(self.window >= 1, "schedule.window must be >= 1")
+        _check(0.0 <= self.mixed_fraction <= 1.0, "schedule.mixed_fraction must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    total_steps: int = 100
+    """Training steps (one rollout batch and its update each)."""
+    output_dir: str = "runs/default"
+    """Run directory: config.yaml, metrics.jsonl, TensorBoard events, trajectories, checkpoints."""
+    resume: str = "auto"
+    """`auto`: continue from the latest checkpoint in output_dir if any; `never`; or a checkpoint path."""
+    seed: int = 0
+    lr: float = 1e-6
+    critic_lr: float = 1e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    lr_schedule: str = "constant"
+    """constant or cosine (after warmup)."""
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 4
+    """Trajectories per forward/backward; gradients accumulate over the mini-batch."""
+    mini_batches: int = 1
+    """Optimizer steps per PPO epoch (the rollout batch is split into this many mini-batches)."""
+    save_every: int = 50
+    """Save a checkpoint every N steps (and at the end); 0 saves only at the end."""
+    keep_last: int = 2
+    """Checkpoints kept on disk (older ones are deleted)."""
+    device: str = "auto"
+    """auto (cuda if available), cpu, cuda."""
+    num_threads: int = 2
+    """torch CPU threads."""
+    deterministic: bool = True
+    """torch deterministic algorithms (bit-exact resume on CPU)."""
+
+    def __post_init__(self) -> None:
+        _check(self.total_steps >= 1, "trainer.total_steps must be >= 1")
+        _check(self.micro_batch_size >= 1 and self.mini_batches >= 1, "micro_batch_size/mini_batches >= 1")
+        _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
+        _check(self.resume in ("auto", "never") or bool(self.resume), "trainer.resume: auto, never or a path")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    launch: bool = False
+    """Start a `horizonrl serve` process per family (and stop it at the end); otherwise use
+    `servers` URLs, or in-process envs for families without a URL."""
+    servers: dict[str, str] = field(default_factory=dict)
+    """Family -> env server URL (e.g. `{textcraft: "http://127.0.0.1:36001"}`)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Family -> keyword arguments of its env factory."""
+    host: str = "127.0.0.1"
+    base_port: int = 36100
+    """Launched servers bind base_port, base_port + 1, ... in `data.families` order."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    every: int = 0
+    """Evaluate on `split` every N training steps (0: never during training)."""
+    at_end: bool = True
+    """Evaluate once after the last step (the run's eval report)."""
+    families: list[str] = field(default_factory=list)
+    """Families to evaluate; empty means `data.families`."""
+    split: str = "test"
+    limit: int | None = None
+    """Items per family (None: the whole split)."""
+    categories: list[str] = field(default_factory=list)
+    """Keep only items of these categories; empty keeps all."""
+    max_turns: int | None = None
+    """Turn cap at evaluation (None: the schedule's last cap)."""
+    n: int = 1
+    temperature: float = 0.0
+    """0 = greedy (the reference sampled at temperature 1, a defect)."""
+    max_tokens: int | None = None
+    """Tokens per turn (None: rollout.max_tokens)."""
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    tensorboard: bool = True
+    wandb_project: str | None = None
+    """Log to Weights & Biases under this project when set (needs `wandb` installed)."""
+    save_trajectories: bool = True
+    """Write trajectories/step_N.jsonl every step."""
+    console: bool = True
+    """Print one progress line per step."""
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+
+_ALIASES = {"type": "type", "rounds": "rounds", "steps_scaling_inter": "every"}
+
+
+def _apply_aliases(raw: DictConfig) -> None:
+    """Move `algorithm.rounds_ctrl.*` (the reference's keys) onto `schedule.*`, in place."""
+    algorithm = raw.get("algorithm")
+    if not isinstance(algorithm, DictConfig) or "rounds_ctrl" not in algorithm:
+        return
+    ctrl = algorithm.pop("rounds_ctrl")
+    if not isinstance(ctrl, DictConfig):
+        raise ConfigError("algorithm.rounds_ctrl must be a mapping with type / rounds / steps_scaling_inter")
+    for key, value in ctrl.items():
+        if key not in _ALIASES:
+            raise ConfigError(
+                f"unknown key algorithm.rounds_ctrl.{key}; valid: {', '.join(_ALIASES)} "
+                "(aliases of schedule.type / schedule.rounds / schedule.every)"
+            )
+        if key == "type":
+            value = {"scaling_inter_stepwise": "stepwise"}.get(str(value), value)
+        OmegaConf.update(raw, f"schedule.{_ALIASES[str(key)]}", value, force_add=True)
+
+
+def _valid_keys(full_key: str) -> str:
+    node: Any = OmegaConf.structured(Config)
+    for part in full_key.split(".")[:-1]:
+        if not isinstance(node, DictConfig) or part not in node:
+            break
+        node = node[part]
+    return ", ".join(str(k) for k in node) if isinstance(node, DictConfig) else ""
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Build a `Config` from a YAML file and dotted overrides (`a.b=value`, YAML-typed values)."""
+    try:
+        raw = OmegaConf.create({}) if path is None else OmegaConf.load(path)
+        bad = [o for o in overrides if "=" not in o]
+        if bad:
+            raise ConfigError(f"overrides must look like key=value, got {bad[0]!r}")
+        raw = OmegaConf.merge(raw, OmegaConf.from_dotlist(list(overrides)))
+    except (OmegaConfBaseException, OSError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    if not isinstance(raw, DictConfig):
+        raise ConfigError(f"{path}: a config must be a mapping of sections")
+    _apply_aliases(raw)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
+        config = OmegaConf.to_object(merged)
+    except ConfigKeyError as exc:
+        key = exc.full_key or str(exc)
+        raise ConfigError(f"unknown config key {key!r}; valid keys here: {_valid_keys(key)}") from None
+    except ValidationError as exc:
+        msg = str(exc).splitlines()[0]
+        where = f"bad value for {exc.full_key!r}" if exc.full_key else "bad config structure"
+        raise ConfigError(f"{where}: {msg}") from None
+    assert isinstance(config, Config)
+    return config
+
+
+def to_yaml(config: Config) -> str:
+    """The resolved config as YAML (what the run directory's config.yaml holds)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(config))
