@@ -330,7 +330,8 @@ def _apply_aliases(raw: DictConfig) -> None:
     ctrl = algorithm.pop("rounds_ctrl")
     if not isinstance(ctrl, DictConfig):
         raise ConfigError("algorithm.rounds_ctrl must be a mapping with type / rounds / steps_scaling_inter")
-    for key, value in ctrl.items():
+    for raw_key, value in ctrl.items():
+        key = str(raw_key)
         if key not in _ALIASES:
             raise ConfigError(
                 f"unknown key algorithm.rounds_ctrl.{key}; valid: {', '.join(_ALIASES)} "
@@ -338,7 +339,7 @@ def _apply_aliases(raw: DictConfig) -> None:
             )
         if key == "type":
             value = {"scaling_inter_stepwise": "stepwise"}.get(str(value), value)
-        OmegaConf.update(raw, f"schedule.{_ALIASES[str(key)]}", value, force_add=True)
+        OmegaConf.update(raw, f"schedule.{_ALIASES[key]}", value, force_add=True)
 
 
 def _valid_keys(full_key: str) -> str:
@@ -352,6 +353,7 @@ def _valid_keys(full_key: str) -> str:
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
     """Build a `Config` from a YAML file and dotted overrides (`a.b=value`, YAML-typed values)."""
+    raw: Any
     try:
         raw = OmegaConf.create({}) if path is None else OmegaConf.load(path)
         bad = [o for o in overrides if "=" not in o]
