@@ -1,0 +1,134 @@
+"""The TextCraft expert: reads the goal and crafting commands from the first observation
+and plays a short plan — one `get` per raw material, then one `craft` per intermediate
+item, deepest first, each with its counts aggregated over the whole tree.
+
+It works from the observation text (so it plays a remote env over HTTP as well as a local
+one); from the recipe database it takes only which specific kinds a generic ingredient
+such as "planks" accepts. Among alternative recipes and kinds it picks the one with the
+fewest actions (ties: alphabetical), so its plans are deterministic and near-minimal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from horizonrl.envs.textcraft.recipes import get_book
+
+_GOAL = re.compile(r"^Goal: craft (.+?)\.?\s*$", re.MULTILINE)
+_COMMAND = re.compile(r"^craft (\d+) (.+?) using (.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class _Shown:
+    count: int
+    inputs: tuple[tuple[str, int], ...]
+    command: str
+
+
+def _fmt(inputs: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in inputs)
+
+
+class TextCraftExpert:
+    """Scripted player; `reset` plans from the first observation, `act` replays the plan."""
+
+    def __init__(self) -> None:
+        self.book = get_book()
+        self.plan: list[tuple[str, str]] = []
+
+    def reset(self, item_id: str, observation: str, info: dict[str, Any]) -> None:
+        goal_match = _GOAL.search(observation)
+        if goal_match is None:
+            self.plan = []
+            return
+        self.goal = goal_match.group(1).strip()
+        self.shown: dict[str, list[_Shown]] = {}
+        for count, output, inputs in _COMMAND.findall(observation):
+            parts = tuple((name, int(n)) for n, name in (p.strip().split(" ", 1) for p in inputs.split(",")))
+            self.shown.setdefault(output, []).append(
+                _Shown(int(count), parts, f"craft {count} {output} using {inputs}")
+            )
+        for recipes in self.shown.values():
+            recipes.sort(key=lambda r: r.command)
+        self._cost: dict[str, float] = {}
+        self.plan = self._make_plan()
+
+    def act(self, observation: str) -> tuple[str, str]:
+        if not self.plan:
+            return "I have no plan left; check what I am carrying.", "inventory"
+        return self.plan.pop(0)
+
+    # ------------------------------------------------------------------ planning
+    def _kinds(self, name: str) -> list[str]:
+        """The concrete items that can fill a slot named `name` (itself unless generic)."""
+        kinds = self.book.group_kinds.get(name)  # the kinds the original TextCraft accepts too
+        if kinds is None:
+            return [name]
+        usable = [k for k in kinds if k in self.shown] or [k for k in kinds if self.book.is_raw(k)]
+        return sorted(usable) or [name]
+
+    def _cost_of(self, name: str, visiting: frozenset[str] = frozenset()) -> float:
+        """Actions to make a batch of `name` from nothing (shared sub-items counted again)."""
+        if name in self._cost:
+            return self._cost[name]
+        if name in visiting:
+            return math.inf
+        visiting = visiting | {name}
+        if name in self.book.generics:
+            cost = min(self._cost_of(k, visiting) for k in self._kinds(name))
+        elif name not in self.shown:
+            cost = 1.0
+        else:
+            cost = min(1 + sum(self._cost_of(i, visiting) for i, _ in r.inputs) for r in self.shown[name])
+        self._cost[name] = cost
+        return cost
+
+    def _recipe(self, name: str) -> _Shown:
+        return min(self.shown[name], key=lambda r: (sum(self._cost_of(i) for i, _ in r.inputs), r.command))
+
+    def _kind(self, name: str) -> str:
+        return min(self._kinds(name), key=lambda k: (self._cost_of(k), k))
+
+    def _make_plan(self) -> list[tuple[str, str]]:
+        # Longest distance from the goal: every ingredient sits deeper than what it makes.
+        level: dict[str, int] = {}
+        uses: dict[str, list[tuple[str, int]]] = {}  # item -> concrete [(ingredient, count)]
+
+        def visit(item: str, depth: int, path: frozenset[str]) -> None:
+            if item in path or level.get(item, -1) >= depth:
+                return
+            level[item] = depth
+            if item in self.shown:
+                recipe = self._recipe(item)
+                uses[item] = [(self._kind(i), n) for i, n in recipe.inputs]
+                for ingredient, _ in uses[item]:
+                    visit(ingredient, depth + 1, path | {item})
+
+        visit(self.goal, 0, frozenset())
+        demand = dict.fromkeys(level, 0)
+        demand[self.goal] = 1
+        times: dict[str, int] = {}
+        for item in sorted(level, key=lambda i: (level[i], i)):
+            if item in uses:
+                times[item] = math.ceil(demand[item] / self._recipe(item).count)
+                for ingredient, n in uses[item]:
+                    demand[ingredient] += times[item] * n
+
+        raws = sorted((i for i in level if i not in uses), key=lambda i: (-level[i], i))
+        crafts = sorted(uses, key=lambda i: (-level[i], i))
+        plan: list[tuple[str, str]] = []
+        for k, raw in enumerate(raws):
+            first = f"To craft {self.goal} I first gather raw materials. " if k == 0 else ""
+            plan.append((f"{first}I need {demand[raw]} {raw}; get it.", f"get {demand[raw]} {raw}"))
+        for item in crafts:
+            made = times[item] * self._recipe(item).count
+            inputs = [(i, times[item] * n) for i, n in uses[item]]
+            if item == self.goal:
+                thought = f"I have everything for the goal; craft {item} using {_fmt(inputs)}."
+            else:
+                thought = f"I need {demand[item]} {item}; craft {made} using {_fmt(inputs)}."
+            plan.append((thought, f"craft {made} {item} using {_fmt(inputs)}"))
+        return plan
