@@ -1,0 +1,52 @@
+"""Fixtures: a real uvicorn server on a free 127.0.0.1 port, in a background thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+import tests.server.toyenv  # noqa: F401 - registers the toy families
+from horizonrl.server.app import create_app, uvicorn_options
+
+
+class ServerThread:
+    """`create_app(...)` served by uvicorn in a thread; `url` once started, `stop()` runs shutdown."""
+
+    def __init__(self, family: str, **app_kwargs: Any) -> None:
+        self.app = create_app(family, **app_kwargs)
+        self.store = self.app.state.store
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, **uvicorn_options("warning"))
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., ServerThread]]:
+    """`serve(family, **create_app_kwargs)` starts a server, stopped at the end of the test."""
+    started: list[ServerThread] = []
+
+    def start(family: str, **kwargs: Any) -> ServerThread:
+        server = ServerThread(family, **kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
