@@ -143,8 +143,8 @@ class TextCraftEnv:
 
     def _get(self, count_text: str, item_text: str) -> str:
         if not count_text.isdigit():
-            name = resolve_name(f"{count_text} {item_text}") or "oak logs"
-            return f"'get' needs a count before the item, e.g. 'get 1 {name}'."
+            example = resolve_name(f"{count_text} {item_text}") or "oak logs"
+            return f"'get' needs a count before the item, e.g. 'get 1 {example}'."
         if not 1 <= int(count_text) <= MAX_GET:
             return f"Could not get {_short(item_text)!r}: the count must be a number from 1 to {MAX_GET}."
         name = resolve_name(item_text)
