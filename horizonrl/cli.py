@@ -148,11 +148,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Torch threads spin-wait by default and slow down 10x when another process shares the cores.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
+    from horizonrl.envs.core import EnvError
+
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except EnvError as exc:  # a backend that cannot start (e.g. no Java): its message says what to do
+        print(f"horizonrl: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
