@@ -1,0 +1,99 @@
+"""Trajectories -> padded tensors, and the micro-batches the learner runs over.
+
+All tensors are `(B, T)` over the whole conversation, right-padded to the longest row. The
+attention mask comes from each row's length, never from comparing ids with the pad id
+(SmolLM2's pad token is its end-of-turn token, which also appears inside conversations).
+
+Logprob alignment: `logprobs[:, t]` is the logprob of token `t` given tokens `< t`, so every
+per-token tensor lines up with `input_ids` and `loss_mask` (position 0 is always a prompt token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields, replace
+
+import torch
+
+from horizonrl.rollout.trajectory import Trajectory
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class Batch:
+    input_ids: Tensor  # (B, T) long
+    attention_mask: Tensor  # (B, T) long, 1 on real tokens
+    loss_mask: Tensor  # (B, T) long, 1 on sampled tokens
+    rollout_logprobs: Tensor  # (B, T) float, sampling logprobs (0 where loss_mask is 0)
+    group_ids: Tensor  # (B,) long
+    prompt_lengths: Tensor  # (B,) long
+    token_rewards: Tensor | None = None  # (B, T)
+    old_logprobs: Tensor | None = None  # (B, T) learner logprobs before the update
+    ref_logprobs: Tensor | None = None  # (B, T) frozen reference policy
+    values: Tensor | None = None  # (B, T) critic before the update
+    advantages: Tensor | None = None  # (B, T)
+    returns: Tensor | None = None  # (B, T)
+
+    @property
+    def size(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def lengths(self) -> Tensor:
+        return self.attention_mask.sum(dim=-1)
+
+    def select(self, rows: Sequence[int] | Tensor) -> Batch:
+        """Rows `rows` (in that order), trimmed to their own longest length."""
+        index = torch.as_tensor(rows, dtype=torch.long)
+        width = int(self.lengths[index].max()) if len(index) else 0
+        out: dict[str, Tensor | None] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                out[f.name] = None
+            elif value.dim() == 1:
+                out[f.name] = value[index]
+            else:
+                out[f.name] = value[index, :width]
+        return Batch(**out)  # type: ignore[arg-type]
+
+    def with_(self, **tensors: Tensor | None) -> Batch:
+        return replace(self, **tensors)  # type: ignore[arg-type]
+
+
+def collate(trajectories: Sequence[Trajectory]) -> Batch:
+    """Pad token-level trajectories into a `Batch` (group ids renumbered densely, order kept)."""
+    if not trajectories:
+        raise ValueError("collate needs at least one trajectory")
+    empty = [t.item_id for t in trajectories if not t.token_ids]
+    if empty:
+        raise ValueError(f"trajectories without token ids cannot be trained on: {empty[:3]}")
+    B, T = len(trajectories), max(len(t.token_ids) for t in trajectories)
+    input_ids = torch.zeros(B, T, dtype=torch.long)
+    attention_mask = torch.zeros(B, T, dtype=torch.long)
+    loss_mask = torch.zeros(B, T, dtype=torch.long)
+    logprobs = torch.zeros(B, T, dtype=torch.float32)
+    for i, traj in enumerate(trajectories):
+        n = len(traj.token_ids)
+        input_ids[i, :n] = torch.tensor(traj.token_ids, dtype=torch.long)
+        attention_mask[i, :n] = 1
+        loss_mask[i, :n] = torch.tensor(traj.loss_mask, dtype=torch.long)
+        logprobs[i, :n] = torch.tensor([lp if lp is not None else 0.0 for lp in traj.logprobs])
+    loss_mask[:, 0] = 0  # nothing predicts the first token
+    groups = {g: k for k, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))}
+    return Batch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        loss_mask=loss_mask,
+        rollout_logprobs=logprobs,
+        group_ids=torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long),
+        prompt_lengths=torch.tensor([max(t.prompt_length, 1) for t in trajectories], dtype=torch.long),
+    )
+
+
+def micro_batches(batch: Batch, rows: Sequence[int], size: int) -> Iterator[Batch]:
+    """Split `rows` into micro-batches of `size` rows of similar length (less padding)."""
+    ordered = sorted(rows, key=lambda r: int(batch.lengths[r]))
+    for start in range(0, len(ordered), size):
+        yield batch.select(ordered[start : start + size])

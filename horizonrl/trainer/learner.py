@@ -1,0 +1,321 @@
+"""The learner: actor (+ optional critic and frozen reference), their forward passes and the update.
+
+- actor: the causal LM being trained (all weights, or LoRA adapters via `peft`); on CPU the
+  rollout's `hf` backend samples from this very module, so updated weights are used at once.
+- reference: a frozen copy of the initial actor for the KL term; under LoRA the base weights
+  with adapters disabled (no copy); none when `algorithm.kl_coef` is 0.
+- critic: for estimators whose registry entry says `needs_critic` (gae), the same architecture
+  with a scalar head per token (`AutoModelForTokenClassification`, `num_labels=1`), initialised
+  from the actor's backbone.
+
+Training runs in fp32 master weights with bf16 autocast where supported and gradient
+checkpointing; each optimizer step accumulates gradients over the micro-batches of one
+mini-batch, weighted so the loss equals the mini-batch loss under the chosen aggregation.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import torch
+
+from horizonrl.algos.advantages import get_estimator
+from horizonrl.algos.losses import (
+    aggregate,
+    entropy_from_logits,
+    get_policy_loss,
+    kl_loss,
+    logprobs_from_logits,
+    value_loss,
+)
+from horizonrl.config import Config
+from horizonrl.models import load_model
+from horizonrl.trainer.batch import Batch, micro_batches
+
+Tensor = torch.Tensor
+
+
+def _lr_lambda(warmup: int, total: int, kind: str) -> Any:
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if kind == "cosine":
+            progress = (step - warmup) / max(1, total - warmup)
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+def _enable_checkpointing(model: Any) -> None:
+    """Activation (gradient) checkpointing, under the name this transformers version uses."""
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def _build_critic(actor: Any, seed: int) -> Any:
+    from transformers import AutoModelForTokenClassification
+
+    config = copy.deepcopy(actor.config)
+    config.num_labels = 1
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        critic = AutoModelForTokenClassification.from_config(config)
+    critic.base_model.load_state_dict(actor.base_model.state_dict())
+    return critic
+
+
+class Learner:
+    """Holds the models and optimizers; `score` fills old/ref logprobs and values, `update` trains."""
+
+    def __init__(self, cfg: Config, device: torch.device) -> None:
+        self.cfg = cfg
+        self.device = device
+        self.estimator = get_estimator(cfg.algorithm.estimator)
+        self.policy_loss = get_policy_loss(cfg.algorithm.policy_loss)
+        actor, self.tokenizer = load_model(cfg.model.path, seed=cfg.trainer.seed)
+        self.critic = (
+            _build_critic(actor, cfg.trainer.seed).to(device) if self.estimator.needs_critic else None
+        )
+        if cfg.model.gradient_checkpointing:
+            _enable_checkpointing(actor)
+        actor.config.use_cache = False
+        self.lora = cfg.model.lora.enabled
+        self.reference: Any = None
+        if self.lora:
+            from peft import LoraConfig, get_peft_model
+
+            lora = cfg.model.lora
+            actor = get_peft_model(
+                actor,
+                LoraConfig(
+                    r=lora.r,
+                    lora_alpha=lora.alpha,
+                    lora_dropout=lora.dropout,
+                    target_modules=list(lora.target_modules),
+                    task_type="CAUSAL_LM",
+                ),
+            )
+        elif cfg.algorithm.kl_coef > 0:
+            self.reference = copy.deepcopy(actor).eval().requires_grad_(False).to(device)
+        self.actor = actor.to(device)
+        t = cfg.trainer
+        params = [p for p in self.actor.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
+        lam = _lr_lambda(t.warmup_steps, t.total_steps, t.lr_schedule)
+        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lam)
+        self.critic_optimizer: Any = None
+        self.critic_scheduler: Any = None
+        if self.critic is not None:
+            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=t.critic_lr)
+            self.critic_scheduler = torch.optim.lr_scheduler.LambdaLR(self.critic_optimizer, lam)
+        self.autocast = cfg.model.bf16 and (device.type == "cpu" or torch.cuda.is_bf16_supported())
+
+    # --- checkpoint plumbing -------------------------------------------------------------
+    def models(self) -> dict[str, Any]:
+        return {"model": self.actor, **({"critic": self.critic} if self.critic is not None else {})}
+
+    def optimizers(self) -> dict[str, Any]:
+        out = {"optimizer": self.optimizer, "lr_scheduler": self.lr_scheduler}
+        if self.critic is not None:
+            out |= {"critic_optimizer": self.critic_optimizer, "critic_scheduler": self.critic_scheduler}
+        return out
+
+    # --- forward passes ------------------------------------------------------------------
+    def _amp(self) -> Any:
+        if not self.autocast:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    @contextmanager
+    def _reference_weights(self) -> Iterator[Any]:
+        if self.lora:
+            with self.actor.disable_adapter():
+                yield self.actor
+        else:
+            yield self.reference
+
+    def token_logprobs(self, model: Any, mb: Batch, *, entropy: bool) -> tuple[Tensor, Tensor | None]:
+        """Logprob (and entropy) of each token given the ones before it: `(b, L)`, 0 at position 0.
+
+        Only positions from the shortest prompt on go through the LM head: prompt tokens never
+        carry loss, and the head over a ~50k vocabulary is a large share of a small model's work.
+        """
+        ids = mb.input_ids.to(self.device)
+        start = max(int(mb.prompt_lengths.min()) - 1, 0)
+        width = ids.shape[1]
+        with self._amp():
+            out = model(
+                input_ids=ids,
+                attention_mask=mb.attention_mask.to(self.device),
+                use_cache=False,
+                logits_to_keep=width - start,
+            )
+        logits = out.logits[:, :-1]  # (b, L - start - 1, V) predicts tokens start+1 .. L-1
+        logprobs = torch.zeros(ids.shape, dtype=torch.float32, device=self.device)
+        logprobs[:, start + 1 :] = logprobs_from_logits(logits, ids[:, start + 1 :])
+        ent = None
+        if entropy:
+            ent = torch.zeros_like(logprobs)
+            ent[:, start + 1 :] = entropy_from_logits(logits)
+        return logprobs, ent
+
+    def token_values(self, mb: Batch) -> Tensor:
+        """Critic value of the state before each token: `(b, L)` (value at t read at position t-1)."""
+        assert self.critic is not None
+        with self._amp():
+            out = self.critic(
+                input_ids=mb.input_ids.to(self.device), attention_mask=mb.attention_mask.to(self.device)
+            )
+        values = torch.zeros(mb.input_ids.shape, dtype=torch.float32, device=self.device)
+        values[:, 1:] = out.logits[:, :-1, 0].float()
+        return values
+
+    @torch.no_grad()
+    def score(self, batch: Batch) -> Batch:
+        """Fill `old_logprobs`, `ref_logprobs` and `values` (before any update) for the whole batch."""
+        a = self.cfg.algorithm
+        B, T = batch.input_ids.shape
+        old = batch.rollout_logprobs.clone()
+        ref = torch.zeros(B, T) if self._needs_reference() else None
+        values = torch.zeros(B, T) if self.critic is not None else None
+        self.actor.eval()
+        for rows in _chunks(list(range(B)), self.cfg.trainer.micro_batch_size):
+            mb = batch.select(rows)
+            w = mb.input_ids.shape[1]
+            if a.recompute_old_logprobs:
+                old[rows, :w] = self.token_logprobs(self.actor, mb, entropy=False)[0].cpu()
+            if ref is not None:
+                with self._reference_weights() as reference:
+                    ref[rows, :w] = self.token_logprobs(reference, mb, entropy=False)[0].cpu()
+            if values is not None:
+                values[rows, :w] = self.token_values(mb).cpu()
+        mask = batch.loss_mask.float()
+        return batch.with_(
+            old_logprobs=old * mask,
+            ref_logprobs=None if ref is None else ref * mask,
+            values=None if values is None else values * mask,
+        )
+
+    def _needs_reference(self) -> bool:
+        return self.cfg.algorithm.kl_coef > 0
+
+    # --- the update ----------------------------------------------------------------------
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        """PPO epochs over the batch; returns mean statistics (losses, kl, entropy, clip, grad norm)."""
+        a, t = self.cfg.algorithm, self.cfg.trainer
+        assert batch.advantages is not None and batch.old_logprobs is not None
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+
+        def record(name: str, value: float) -> None:
+            sums[name] = sums.get(name, 0.0) + value
+            counts[name] = counts.get(name, 0) + 1
+
+        token_mode = a.loss_agg == "token-mean"
+        self.actor.train()
+        if self.critic is not None:
+            self.critic.train()
+        for epoch in range(a.ppo_epochs):
+            order = torch.randperm(
+                batch.size, generator=torch.Generator().manual_seed(t.seed * 7919 + step * 31 + epoch)
+            )
+            for mini in _split(order.tolist(), t.mini_batches):
+                mini_batch = batch.select(mini)
+                total = _weight_base(mini_batch, token_mode)
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.critic_optimizer is not None:
+                    self.critic_optimizer.zero_grad(set_to_none=True)
+                for mb in micro_batches(batch, mini, t.micro_batch_size):
+                    weight = _weight_base(mb, token_mode) / total
+                    if weight == 0:
+                        continue
+                    stats = self._micro_step(mb, weight)
+                    for name, value in stats.items():
+                        record(name, value)
+                params = [p for p in self.actor.parameters() if p.requires_grad]
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, t.max_grad_norm)
+                record("grad/norm", float(grad_norm))
+                self.optimizer.step()
+                if self.critic is not None:
+                    critic_norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
+                    record("grad/critic_norm", float(critic_norm))
+                    self.critic_optimizer.step()
+        self.lr_scheduler.step()
+        if self.critic_scheduler is not None:
+            self.critic_scheduler.step()
+        self.actor.eval()
+        out = {name: sums[name] / counts[name] for name in sums}
+        out["lr"] = float(self.lr_scheduler.get_last_lr()[0])
+        return out
+
+    def _micro_step(self, mb: Batch, weight: float) -> dict[str, float]:
+        """Forward + backward of one micro-batch, scaled by its share `weight` of the mini-batch."""
+        a = self.cfg.algorithm
+        assert mb.advantages is not None and mb.old_logprobs is not None
+        mask = mb.loss_mask.to(self.device)
+        logprobs, entropy = self.token_logprobs(self.actor, mb, entropy=True)
+        assert entropy is not None
+        pg, pg_stats = self.policy_loss(
+            logprobs,
+            mb.old_logprobs.to(self.device),
+            mb.advantages.to(self.device),
+            mask,
+            clip_low=a.clip_ratio_low,
+            clip_high=a.clip_ratio_high,
+            dual_clip=a.dual_clip,
+            agg=a.loss_agg,
+        )
+        ent = aggregate(entropy, mask, a.loss_agg)
+        loss = pg - a.entropy_coef * ent
+        stats = {
+            "loss/policy": float(pg.detach()),
+            "entropy/mean": float(ent.detach()),
+            "clip/frac": float(pg_stats["clip_frac"]),
+            "kl/old_approx": float(pg_stats["approx_kl"]),
+        }
+        if mb.ref_logprobs is not None:
+            kl = kl_loss(logprobs, mb.ref_logprobs.to(self.device), mask, kind=a.kl_estimator, agg=a.loss_agg)
+            if not a.kl_in_reward:
+                loss = loss + a.kl_coef * kl
+            stats["loss/kl"] = float(kl.detach())
+        (loss * weight).backward()
+        if self.critic is not None:
+            assert mb.values is not None and mb.returns is not None
+            values = self.token_values(mb)
+            vl, v_stats = value_loss(
+                values,
+                mb.values.to(self.device),
+                mb.returns.to(self.device),
+                mask,
+                clip_range=a.value_clip,
+                agg=a.loss_agg,
+            )
+            (a.vf_coef * vl * weight).backward()
+            stats["loss/value"] = float(vl.detach())
+            stats["value/clip_frac"] = float(v_stats["clip_frac"])
+        return stats
+
+
+def _weight_base(mb: Batch, token_mode: bool) -> float:
+    """Tokens (token-mean) or rows with a sampled token (seq-mean modes) in `mb`."""
+    if token_mode:
+        return float(mb.loss_mask.sum())
+    return float((mb.loss_mask.sum(dim=-1) > 0).sum())
+
+
+def _chunks(rows: list[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def _split(rows: list[int], parts: int) -> list[list[int]]:
+    parts = max(1, min(parts, len(rows)))
+    size = math.ceil(len(rows) / parts)
+    return [rows[i : i + size] for i in range(0, len(rows), size)]

@@ -1,0 +1,279 @@
+"""`horizonrl train`: multi-turn RL with PPO / GRPO / RLOO / REINFORCE++ and ScalingInter-RL.
+
+One step, as the named phases of `RLTrainer.fit()`:
+
+1. rollout     take `data.batch_size` items, `rollout.n` samples each, under the schedule's turn
+               cap(s); play them in the envs with the current policy -> `Trajectory` objects
+2. score       pad them into tensors; old logprobs (learner), reference logprobs, critic values
+3. advantages  place rewards on sampled tokens (outcome on the last sampled token), optional KL
+               penalty, then the configured estimator (one signature for all of them)
+4. update      `algorithm.ppo_epochs` passes of clipped policy loss (+ KL, entropy, value loss)
+5. log / save  metrics.jsonl + TensorBoard, trajectories/step_N.jsonl, checkpoints, eval
+
+Simplifications, stated up front: one learner process; the learner and the `hf` rollout backend
+share one `nn.Module`; a trajectory whose env broke is dropped from the update (or scored 0 with
+`algorithm.failed: zero`); a truncated episode is treated like a terminated one (value 0 after
+its last token), as the reference does.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from horizonrl.algos.advantages import place_rewards
+from horizonrl.algos.kl import kl_estimate
+from horizonrl.algos.losses import kl_reward_penalty
+from horizonrl.config import Config, to_yaml
+from horizonrl.rollout.trajectory import Trajectory, write_jsonl
+from horizonrl.trainer.batch import Batch, collate
+from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from horizonrl.trainer.data import ItemSampler
+from horizonrl.trainer.learner import Learner
+from horizonrl.trainer.monitor import Monitor, PhaseTimer
+from horizonrl.trainer.schedule import make_schedule
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode to play: an item, its group (all samples of one item), seed and turn cap."""
+
+    item_id: str
+    group_id: int
+    sample_index: int
+    seed: int
+    """Env reset seed, shared by the group; sampling seeds derive from it and `sample_index`."""
+    max_turns: int
+
+
+class Rollout(Protocol):
+    """Plays episodes with the current policy. `greedy` is for evaluation."""
+
+    def __call__(self, episodes: list[Episode], *, step: int, greedy: bool = False) -> list[Trajectory]: ...
+
+
+def setup_torch(cfg: Config) -> torch.device:
+    t = cfg.trainer
+    torch.set_num_threads(t.num_threads)
+    if t.deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    if t.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(t.device)
+
+
+def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config) -> torch.Tensor:
+    """`token_rewards (B, T)` per `algorithm.reward` (see AlgorithmConfig), on sampled tokens only."""
+    a = cfg.algorithm
+    zero_failed = [0.0 if t.failed else 1.0 for t in trajectories]
+    if a.reward == "turn":
+        outcome = torch.zeros(batch.size)
+        ends = [t.turn_ends[: len(t.turn_rewards)] for t in trajectories]
+        values = [
+            [r * keep for r in t.turn_rewards] for t, keep in zip(trajectories, zero_failed, strict=True)
+        ]
+        return place_rewards(batch.loss_mask, outcome, turn_ends=ends, turn_rewards=values)
+    raw = [float(t.success) if a.reward == "success" else t.reward for t in trajectories]
+    outcome = torch.tensor([r * keep for r, keep in zip(raw, zero_failed, strict=True)])
+    return place_rewards(batch.loss_mask, outcome)
+
+
+class RLTrainer:
+    def __init__(
+        self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.env_urls = dict(env_urls or {})
+        """Family -> env server URL; other families run in-process."""
+        self.run_dir = Path(cfg.trainer.output_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.device = setup_torch(cfg)
+        self.learner = Learner(cfg, self.device)
+        self.schedule = make_schedule(cfg.schedule, seed=cfg.trainer.seed)
+        self.sampler = ItemSampler.from_config(cfg.data, cfg.trainer.seed)
+        self.rollout = rollout
+        self.step = 0
+        """Steps completed; checkpoint `step_N` holds the state after N steps."""
+        checkpoint = resolve_resume(cfg.trainer.resume, self.run_dir)
+        if checkpoint is not None:
+            self.load(checkpoint)
+        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
+        self.monitor = Monitor(self.run_dir, cfg.logging, json.loads(json.dumps(_as_dict(cfg))))
+        self.monitor.truncate_after(self.step)
+
+    # --- the loop ------------------------------------------------------------------------
+    def fit(self) -> dict[str, float]:
+        """Train until `trainer.total_steps`; returns the last step's metrics."""
+        cfg, metrics = self.cfg, {}
+        rollout = self._rollout()
+        while self.step < cfg.trainer.total_steps:
+            timer = PhaseTimer()
+            with timer("step"):
+                with timer("rollout"):
+                    episodes = self.plan_episodes(self.step)
+                    trajectories = rollout(episodes, step=self.step)
+                with timer("score"):
+                    kept = [t for t in trajectories if not (t.failed and cfg.algorithm.failed == "drop")]
+                    batch = self.learner.score(collate(kept)) if kept else None
+                with timer("advantages"):
+                    batch, adv_stats = self.advantages(batch, kept)
+                with timer("update"):
+                    update_stats = self.learner.update(batch, self.step) if batch is not None else {}
+            success = sum(t.success for t in trajectories) / max(1, len(trajectories))
+            self.schedule.update(self.step, success)
+            self.step += 1
+            metrics = self.log(episodes, trajectories, batch, {**adv_stats, **update_stats}, timer)
+            if self._due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
+                self.save()
+            if self._due(cfg.eval.every):
+                metrics |= self.evaluate(f"eval/step_{self.step}")
+        if cfg.eval.at_end:
+            metrics |= self.evaluate("eval/final")
+        self.monitor.close()
+        return metrics
+
+    # --- phases --------------------------------------------------------------------------
+    def plan_episodes(self, step: int) -> list[Episode]:
+        """The step's items (seeded order, resumable cursor), `rollout.n` samples each, capped."""
+        items = self.sampler.next_batch(self.cfg.data.batch_size)
+        caps = self.schedule.group_caps(step, len(items))
+        base = self.cfg.trainer.seed * 1_000_003 + step * len(items)
+        return [
+            Episode(item, group_id=base + g, sample_index=k, seed=base + g, max_turns=caps[g])
+            for g, item in enumerate(items)
+            for k in range(self.cfg.rollout.n)
+        ]
+
+    def advantages(
+        self, batch: Batch | None, trajectories: list[Trajectory]
+    ) -> tuple[Batch | None, dict[str, float]]:
+        """Rewards on sampled tokens (+ KL penalty), then the configured estimator."""
+        if batch is None:
+            return None, {}
+        a = self.cfg.algorithm
+        rewards = turn_rewards_batch(batch, trajectories, self.cfg)
+        stats: dict[str, float] = {}
+        mask = batch.loss_mask.float()
+        if batch.ref_logprobs is not None:
+            assert batch.old_logprobs is not None
+            kl = kl_estimate(batch.old_logprobs, batch.ref_logprobs, a.kl_estimator) * mask
+            stats["kl/mean"] = float(kl.sum() / mask.sum().clamp(min=1))
+            if a.kl_in_reward:
+                rewards, _ = kl_reward_penalty(
+                    rewards,
+                    batch.old_logprobs,
+                    batch.ref_logprobs,
+                    batch.loss_mask,
+                    coef=a.kl_coef,
+                    kind=a.kl_estimator,
+                )
+        advantages, returns = self.learner.estimator(
+            rewards, batch.loss_mask, batch.values, batch.group_ids, a
+        )
+        valid = advantages[batch.loss_mask.bool()]
+        stats["advantages/mean"] = float(valid.mean()) if valid.numel() else 0.0
+        stats["advantages/abs_mean"] = float(valid.abs().mean()) if valid.numel() else 0.0
+        return batch.with_(token_rewards=rewards, advantages=advantages, returns=returns), stats
+
+    def log(
+        self,
+        episodes: list[Episode],
+        trajectories: list[Trajectory],
+        batch: Batch | None,
+        stats: dict[str, float],
+        timer: PhaseTimer,
+    ) -> dict[str, float]:
+        n = max(1, len(trajectories))
+        turns = [t.num_turns for t in trajectories]
+        trained_tokens = (
+            0 if batch is None else int(batch.attention_mask.sum()) * self.cfg.algorithm.ppo_epochs
+        )
+        metrics: dict[str, float] = {
+            "reward/mean": sum(t.reward for t in trajectories) / n,
+            "success/mean": sum(t.success for t in trajectories) / n,
+            "score/mean": sum(t.score for t in trajectories) / n,
+            "failed/frac": sum(t.failed for t in trajectories) / n,
+            "turns/mean": sum(turns) / n,
+            "turns/max": float(max(turns, default=0)),
+            "schedule/max_turns": float(self.schedule.max_turns(self.step - 1)),
+            "schedule/max_cap_used": float(max((e.max_turns for e in episodes), default=0)),
+            "response_length/mean": sum(t.response_length for t in trajectories) / n,
+            "sampled_tokens/total": float(sum(sum(t.loss_mask) for t in trajectories)),
+            "throughput/tokens_per_s": trained_tokens / max(timer.seconds.get("update", 0.0), 1e-9),
+            **stats,
+            **{f"time/{name}": seconds for name, seconds in timer.seconds.items()},
+        }
+        self.monitor.log(self.step, metrics, histograms={"turns": turns})
+        self.monitor.console(self.step, self.cfg.trainer.total_steps, metrics)
+        if self.cfg.logging.save_trajectories:
+            write_jsonl(self.run_dir / "trajectories" / f"step_{self.step}.jsonl", trajectories)
+        return metrics
+
+    def evaluate(self, name: str) -> dict[str, float]:
+        """Greedy rollout on the eval split; writes `<run>/<name>/report.json` (+ trajectories)."""
+        from horizonrl.eval.metrics import success_summary
+        from horizonrl.trainer.data import load_items
+
+        e = self.cfg.eval
+        families = e.families or self.cfg.data.families
+        items = load_items(families, e.split, categories=e.categories, limit=e.limit)
+        cap = e.max_turns or max(self.cfg.schedule.rounds)
+        episodes = [
+            Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
+            for i, item in enumerate(items)
+            for k in range(e.n)
+        ]
+        trajectories = self._rollout()(episodes, step=self.step, greedy=True)
+        out = self.run_dir / name
+        write_jsonl(out / "trajectories.jsonl", trajectories)
+        report = {"step": self.step, "split": e.split, "families": families, **success_summary(trajectories)}
+        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+        metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
+        self.monitor.log(self.step, metrics)
+        return metrics
+
+    # --- checkpoints ---------------------------------------------------------------------
+    def save(self) -> Path:
+        state = {"schedule": self.schedule.state_dict(), "data": self.sampler.state_dict()}
+        return save_checkpoint(
+            self.run_dir,
+            self.step,
+            models=self.learner.models(),
+            optimizers=self.learner.optimizers(),
+            trainer_state=state,
+            tokenizer=self.learner.tokenizer,
+            keep_last=self.cfg.trainer.keep_last,
+        )
+
+    def load(self, path: Path) -> None:
+        state = load_checkpoint(path, models=self.learner.models(), optimizers=self.learner.optimizers())
+        self.step = int(state["step"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.sampler.load_state_dict(state["data"])
+        print(f"horizonrl: resumed from {path} at step {self.step}", flush=True)
+
+    # --- helpers -------------------------------------------------------------------------
+    def _due(self, every: int) -> bool:
+        return every > 0 and self.step % every == 0
+
+    def _rollout(self) -> Rollout:
+        if self.rollout is None:
+            from horizonrl.trainer.engine_rollout import EngineRollout
+
+            self.rollout = EngineRollout(self.cfg, self.learner.actor, self.learner.tokenizer, self.env_urls)
+        return self.rollout
+
+
+def _as_dict(cfg: Config) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    out = OmegaConf.to_container(OmegaConf.structured(cfg))
+    assert isinstance(out, dict)
+    return {str(k): v for k, v in out.items()}
