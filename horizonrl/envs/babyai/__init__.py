@@ -74,7 +74,7 @@ SPEC = FamilySpec(
     make_expert=BabyAIExpert,
     default_port=36002,
     description="minigrid BabyAI levels as text, with planned macro actions",
-    extra={"levels": [level.name for level in LEVELS], "agentgym": "babyai"},
+    extra={"levels": [level.name for level in LEVELS]},
 )
 
 __all__ = ["SPEC", "BabyAIEnv", "BabyAIExpert"]
