@@ -190,7 +190,7 @@ def _config_from_env() -> dict[str, Any]:
     raw = os.environ.get(CONFIG_ENV_VAR, "").strip()
     if not raw:
         return {}
-    config = json.loads(Path(raw).read_text() if not raw.startswith("{") else raw)
+    config = json.loads(raw if raw[0] in "{[" else Path(raw).read_text())
     if not isinstance(config, dict):
         raise ValueError(f"${CONFIG_ENV_VAR} must be a JSON object (or the path of a JSON file)")
     return config

@@ -97,9 +97,9 @@ class DocStore:
 
     def __init__(self, index_dir: Path) -> None:
         self.offsets = np.load(index_dir / "offsets.npy", mmap_mode="r")  # (N + 1,) int64
-        self._file = open(index_dir / "docs.jsonl", "rb")  # noqa: SIM115 (lives as long as the store)
-        size = os.fstat(self._file.fileno()).st_size
-        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        with open(index_dir / "docs.jsonl", "rb") as f:  # the map keeps its own handle
+            size = os.fstat(f.fileno()).st_size
+            self._map: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
