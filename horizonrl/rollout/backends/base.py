@@ -1,0 +1,158 @@
+"""The policy backend interface: generate continuations with logprobs, score given tokens.
+
+A backend is either *token-level* (`hf`, later `vllm`): it takes the conversation as the
+exact token ids the trajectory holds and returns the ids it sampled with their logprobs,
+so nothing is ever decoded and re-encoded; or *message-level* (`openai`): it takes
+role/content messages and returns text (API models; the trajectory then has messages but
+no token fields).
+
+Logprobs: `GenerationResult.logprobs` are under the model's **raw** distribution
+(softmax of the logits at temperature 1, no top-k/top-p), which is what PPO's ratio
+needs as `old_logprobs`. The logprobs under the actual sampling distribution
+(temperature, top-k, top-p applied) are in `sampling_logprobs` when the backend has them.
+
+    backend = make_backend("hf", model="tiny")
+    [result] = backend.generate([GenerationRequest(token_ids=prompt_ids, cache_key="ep0")],
+                                SamplingParams(max_tokens=64, temperature=0.0))
+    result.token_ids, result.logprobs, result.finish_reason      # "stop" or "length"
+    backend.release("ep0")                                       # drop that episode's KV cache
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one batch of turns."""
+
+    max_tokens: int = 256
+    """Most tokens sampled per request (per turn); a request's own `max_tokens` can lower it."""
+    temperature: float = 0.0
+    """0 means greedy (argmax); evaluation uses greedy by default."""
+    top_p: float = 1.0
+    top_k: int = 0
+    """0 disables top-k."""
+    stop_token_ids: tuple[int, ...] = ()
+    """Extra token ids that end a turn, besides the backend's own end-of-turn ids."""
+    seed: int | None = None
+    """Seeds the sampling generator of this call (reproducible sampling for a fixed batch)."""
+    ignore_eos: bool = False
+    """Keep sampling past end-of-turn tokens (benchmarks that need fixed lengths)."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass
+class GenerationRequest:
+    """One continuation to generate: the whole conversation so far."""
+
+    token_ids: list[int] = field(default_factory=list)
+    """Full context as token ids (token-level backends)."""
+    messages: list[dict[str, str]] | None = None
+    """Full context as role/content messages (message-level backends)."""
+    max_tokens: int | None = None
+    """Per-request cap (e.g. what is left of the response budget); min with `SamplingParams`."""
+    cache_key: Hashable | None = None
+    """Token-level backends keep this request's KV cache under this key for the next call
+    whose context extends it (one key per live episode); None: no reuse."""
+
+
+@dataclass
+class GenerationResult:
+    token_ids: list[int]
+    """Sampled ids, including the end-of-turn token when the model emitted it."""
+    logprobs: list[float]
+    """Raw-model (temperature 1) logprob of each sampled id."""
+    text: str
+    """Decoded text of the sampled ids without the end-of-turn token (for parsing and messages)."""
+    finish_reason: str
+    """`stop` (an end-of-turn token was sampled) or `length` (cut by max_tokens)."""
+    sampling_logprobs: list[float] | None = None
+    """Logprob of each id under the sampling distribution (temperature/top-k/top-p), if known."""
+
+
+@dataclass
+class BackendStats:
+    """Counters a backend accumulates; benchmarks and progress read them."""
+
+    calls: int = 0
+    prefill_tokens: int = 0
+    """Context tokens run through the model in prefill passes (padding excluded)."""
+    reused_tokens: int = 0
+    """Context tokens whose KV came from a kept cache instead of being recomputed."""
+    decode_tokens: int = 0
+    """Tokens sampled."""
+    padded_tokens: int = 0
+    """Padding positions computed (prefill and decode): work done for nothing."""
+    generate_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class PolicyBackend(ABC):
+    """Base class of every backend (see the module docstring)."""
+
+    name: str = "base"
+    token_level: bool = True
+    """True: requests carry token ids and results carry sampled ids + logprobs."""
+    tokenizer: Any = None
+    """The HF tokenizer whose chat template renders the conversation (token-level backends)."""
+
+    def __init__(self) -> None:
+        self.stats = BackendStats()
+
+    @abstractmethod
+    def generate(
+        self, requests: Sequence[GenerationRequest], params: SamplingParams
+    ) -> list[GenerationResult]:
+        """One continuation per request, in order, generated as one batch where possible."""
+
+    def compute_logprobs(
+        self, sequences: Sequence[Sequence[int]], *, batch_size: int = 8
+    ) -> list[list[float]]:
+        """Teacher-forced logprob of each token given the ones before it (first token: 0.0)."""
+        raise NotImplementedError(f"backend {self.name!r} cannot score given tokens")
+
+    def release(self, cache_key: Hashable) -> None:  # noqa: B027 (optional hook, no-op by default)
+        """Forget the cache kept under `cache_key` (the episode ended)."""
+
+    def clear(self) -> None:  # noqa: B027
+        """Forget every kept cache (weights changed, or a new rollout starts)."""
+
+    def close(self) -> None:  # noqa: B027
+        """Free connections and memory."""
+
+
+BACKENDS: dict[str, str] = {
+    "hf": "horizonrl.rollout.backends.hf:HFBackend",
+    "openai": "horizonrl.rollout.backends.openai:OpenAIBackend",
+}
+
+
+def make_backend(name: str, **kwargs: Any) -> PolicyBackend:
+    """Build a registered backend by name (`hf`, `openai`) with its keyword arguments."""
+    if name not in BACKENDS:
+        raise KeyError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    module, _, cls_name = BACKENDS[name].partition(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    backend: PolicyBackend = cls(**kwargs)
+    return backend
