@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -59,6 +60,19 @@ def _enable_checkpointing(model: Any) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
+def _wrap_lora(model: Any, lora: Any) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
 def _build_critic(actor: Any, seed: int) -> Any:
     from transformers import AutoModelForTokenClassification
 
@@ -84,24 +98,18 @@ class Learner:
             _build_critic(actor, cfg.trainer.seed).to(device) if self.estimator.needs_critic else None
         )
         if cfg.model.gradient_checkpointing:
-            _enable_checkpointing(actor)
+            for model in (actor, self.critic) if self.critic is not None else (actor,):
+                _enable_checkpointing(model)
         actor.config.use_cache = False
         self.lora = cfg.model.lora.enabled
         self.reference: Any = None
         if self.lora:
-            from peft import LoraConfig, get_peft_model
-
             lora = cfg.model.lora
-            actor = get_peft_model(
-                actor,
-                LoraConfig(
-                    r=lora.r,
-                    lora_alpha=lora.alpha,
-                    lora_dropout=lora.dropout,
-                    target_modules=list(lora.target_modules),
-                    task_type="CAUSAL_LM",
-                ),
-            )
+            with warnings.catch_warnings():  # peft reads transformers' deprecated checkpointing flag
+                warnings.filterwarnings(
+                    "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+                )
+                actor = _wrap_lora(actor, lora)
         elif cfg.algorithm.kl_coef > 0:
             self.reference = copy.deepcopy(actor).eval().requires_grad_(False).to(device)
         self.actor = actor.to(device)
