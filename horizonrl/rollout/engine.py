@@ -1,0 +1,369 @@
+"""The rollout engine: many episodes at once, one batched generation per round, token-exact.
+
+    backend = make_backend("hf", model="default")
+    engine = RolloutEngine(backend, LocalEnvPool("textcraft"), EngineConfig(max_turns=30))
+    trajectories = engine.run(["textcraft_0", "textcraft_1"], n=4)      # 4 samples per item
+
+Each round:
+1. admit waiting episodes up to `batch_size` live ones (continuous batching: a finished
+   episode's slot is refilled at once) and reset their envs concurrently;
+2. one `backend.generate` call for every live episode (in a worker thread);
+3. parse each response; step the envs of the parsed actions concurrently (asyncio), each
+   call bounded by `env_timeout_s`. A response without a parsable action is answered with
+   the parse error as the observation, without stepping the env, and counts as a turn
+   (as in the reference), with reward 0;
+4. append the observations (token-exact, see `horizonrl.agent.chat`), finish episodes,
+   drop their KV caches, release their envs. No sleeping anywhere.
+
+Budgets, all enforced during the rollout: `max_tokens` per turn, lowered to what is left
+of `max_response_length` (tokens after the prompt, sampled + observation + template); an
+observation that would not fit ends the episode as truncated (`stop_reason`
+"max_response_length") before it is appended, so no trajectory exceeds the budget; and
+`max_turns` (truncated, "max_turns"). An env error or timeout marks the episode `failed`
+with the reason and the others carry on.
+
+`stop_reason` in `Trajectory.meta`: "terminated" (the env ended the task), "env_truncated",
+"max_turns", "max_response_length", or "failed".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from horizonrl.agent.chat import ChatFormat, MessageConversation, TokenConversation
+from horizonrl.agent.prompts import FamilyPrompt, get_prompt
+from horizonrl.envs.core import StepResult
+from horizonrl.envs.registry import get_family
+from horizonrl.rollout.backends.base import GenerationResult, PolicyBackend, SamplingParams
+from horizonrl.rollout.envpool import AsyncEnv, EnvPool
+from horizonrl.rollout.progress import RolloutProgress
+from horizonrl.rollout.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Rollout settings (names as in `horizonrl.config.RolloutConfig`, plus `max_turns`)."""
+
+    max_turns: int = 30
+    """Most assistant turns per episode (the ScalingInter schedule changes this)."""
+    max_tokens: int = 256
+    """Most tokens sampled per turn."""
+    max_response_length: int = 8192
+    """Most tokens after the prompt (sampled, observation and template tokens)."""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    batch_size: int = 32
+    """Most episodes live at once (= rows of one generation batch)."""
+    env_timeout_s: float = 60.0
+    """Seconds one env reset/step may take before the episode is marked failed."""
+    progress: bool = True
+    """Show a live line on stderr (turns, live episodes, tokens/s)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_tokens", "max_response_length", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.env_timeout_s <= 0:
+            raise ValueError(f"env_timeout_s must be > 0, got {self.env_timeout_s}")
+
+
+@dataclass
+class Episode:
+    """One live episode: its conversation, env and bookkeeping."""
+
+    index: int
+    traj: Trajectory
+    conv: TokenConversation | MessageConversation | None = None
+    env: AsyncEnv | None = None
+    done: bool = False
+    broken: bool = False
+    observation: str = ""
+    parse_errors: int = 0
+    closed: bool = False
+
+    def finish(self, stop_reason: str, *, truncated: bool = False, terminated: bool = False) -> None:
+        self.done = True
+        self.traj.truncated = self.traj.truncated or truncated
+        self.traj.terminated = self.traj.terminated or terminated
+        self.traj.meta["stop_reason"] = stop_reason
+
+    def fail(self, reason: str) -> None:
+        self.done, self.broken = True, True
+        self.traj.failed, self.traj.fail_reason = True, reason
+        self.traj.meta["stop_reason"] = "failed"
+
+
+@dataclass
+class EngineStats:
+    rounds: int = 0
+    episodes: int = 0
+    sampled_tokens: int = 0
+    generate_seconds: float = 0.0
+    env_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    round_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.sampled_tokens / self.wall_seconds if self.wall_seconds else 0.0
+
+
+RoundHook = Callable[[int, Sequence[Episode]], None]
+
+
+class RolloutEngine:
+    """Runs episodes of one env family with one backend (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: PolicyBackend,
+        pool: EnvPool,
+        config: EngineConfig | None = None,
+        *,
+        prompt: FamilyPrompt | None = None,
+    ) -> None:
+        self.backend = backend
+        self.pool = pool
+        self.config = config or EngineConfig()
+        self.prompt = prompt or get_prompt(pool.family)
+        self.fmt = ChatFormat(backend.tokenizer) if backend.token_level else None
+        self.stats = EngineStats()
+
+    def run(
+        self,
+        item_ids: Sequence[str],
+        *,
+        n: int = 1,
+        seed: int = 0,
+        max_turns: int | Sequence[int] | None = None,
+        group_offset: int = 0,
+        on_round: RoundHook | None = None,
+    ) -> list[Trajectory]:
+        """Play every item `n` times; returns trajectories in (item, sample) order."""
+        return asyncio.run(
+            self.arun(
+                item_ids, n=n, seed=seed, max_turns=max_turns, group_offset=group_offset, on_round=on_round
+            )
+        )
+
+    async def arun(
+        self,
+        item_ids: Sequence[str],
+        *,
+        n: int = 1,
+        seed: int = 0,
+        max_turns: int | Sequence[int] | None = None,
+        group_offset: int = 0,
+        on_round: RoundHook | None = None,
+    ) -> list[Trajectory]:
+        """`run` inside a running event loop. `max_turns` may give one cap per item (mixed schedules)."""
+        cfg = self.config
+        caps = self._caps(item_ids, max_turns)
+        episodes = [
+            Episode(
+                index=g * n + k,
+                traj=Trajectory(
+                    item_id=item,
+                    category=self._category(item),
+                    max_turns=caps[g],
+                    seed=seed,
+                    group_id=group_offset + g,
+                    sample_index=k,
+                ),
+            )
+            for g, item in enumerate(item_ids)
+            for k in range(n)
+        ]
+        waiting = list(reversed(episodes))
+        live: list[Episode] = []
+        start = time.perf_counter()
+        progress = RolloutProgress(len(episodes), enabled=cfg.progress)
+        self.backend.clear()
+        try:
+            with progress:
+                while waiting or live:
+                    admitted: list[Episode] = []
+                    while waiting and len(live) + len(admitted) < cfg.batch_size:
+                        admitted.append(waiting.pop())
+                    await asyncio.gather(*(self._start(ep) for ep in admitted))
+                    live += admitted
+                    await self._finish_done(live)
+                    live = [ep for ep in live if not ep.done]
+                    if not live:
+                        continue
+                    await self._round(live)
+                    self.stats.rounds += 1
+                    self.stats.round_sizes.append(len(live))
+                    if on_round is not None:
+                        on_round(self.stats.rounds, live)
+                    await self._finish_done(live)
+                    live = [ep for ep in live if not ep.done]
+                    self.stats.wall_seconds = time.perf_counter() - start
+                    progress.update(
+                        done=sum(ep.done for ep in episodes),
+                        live=len(live),
+                        rounds=self.stats.rounds,
+                        tokens_per_s=self.stats.tokens_per_second,
+                    )
+        finally:
+            for ep in episodes:
+                if not ep.done:
+                    ep.fail("rollout interrupted")
+            await self._finish_done(episodes)
+            await self.pool.aclose()
+            self.stats.wall_seconds = time.perf_counter() - start
+        self.stats.episodes += len(episodes)
+        return [ep.traj for ep in episodes]
+
+    # ------------------------------------------------------------------ phases
+
+    async def _start(self, ep: Episode) -> None:
+        cfg, traj = self.config, ep.traj
+        try:
+            ep.env = await asyncio.wait_for(self.pool.acquire(), cfg.env_timeout_s)
+            observation, info = await asyncio.wait_for(
+                ep.env.reset(traj.item_id, seed=traj.seed), cfg.env_timeout_s
+            )
+        except Exception as exc:  # noqa: BLE001 (any env failure fails this episode only)
+            ep.fail(_reason("reset", exc, cfg.env_timeout_s))
+            return
+        traj.category = str(info.get("category", traj.category))
+        traj.score, traj.success = float(info.get("score", 0.0)), bool(info.get("success", False))
+        messages = self.prompt.initial_messages(observation)
+        ep.conv = TokenConversation(self.fmt, messages) if self.fmt else MessageConversation(messages)
+
+    async def _round(self, live: list[Episode]) -> None:
+        cfg = self.config
+        close = len(self.fmt.close_ids) if self.fmt else 0
+        asking: list[Episode] = []
+        requests = []
+        for ep in live:
+            assert ep.conv is not None
+            budget = cfg.max_response_length - ep.conv.response_length - close
+            if self.backend.token_level and budget < 1:
+                ep.finish("max_response_length", truncated=True)
+                continue
+            asking.append(ep)
+            requests.append(ep.conv.request(cache_key=ep.index, max_tokens=min(cfg.max_tokens, budget)))
+        if not asking:
+            return
+        params = SamplingParams(
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            seed=None if cfg.temperature == 0 else hash((asking[0].traj.seed, self.stats.rounds)) % 2**31,
+        )
+        t0 = time.perf_counter()
+        results: list[GenerationResult] = await asyncio.to_thread(self.backend.generate, requests, params)
+        self.stats.generate_seconds += time.perf_counter() - t0
+        stepping: list[tuple[Episode, str]] = []
+        for ep, result in zip(asking, results, strict=True):
+            assert ep.conv is not None
+            self.stats.sampled_tokens += len(result.token_ids)
+            content = ep.conv.add_assistant(
+                result.token_ids, result.logprobs, result.finish_reason, result.text
+            )
+            ep.traj.num_turns += 1
+            parsed = self.prompt.parse_action(content)
+            if parsed.action is None:
+                ep.parse_errors += 1
+                ep.traj.turn_rewards.append(0.0)
+                self._after_turn(ep, str(parsed.error))
+            else:
+                stepping.append((ep, parsed.action))
+        t0 = time.perf_counter()
+        outcomes = await asyncio.gather(*(self._step(ep, action) for ep, action in stepping))
+        self.stats.env_seconds += time.perf_counter() - t0
+        for (ep, _), outcome in zip(stepping, outcomes, strict=True):
+            if isinstance(outcome, str):
+                ep.fail(outcome)
+                continue
+            traj = ep.traj
+            traj.turn_rewards.append(float(outcome.reward))
+            traj.reward += float(outcome.reward)
+            traj.success = bool(outcome.info.get("success", traj.success))
+            traj.score = float(outcome.info.get("score", traj.score))
+            if outcome.terminated:
+                ep.observation = outcome.observation
+                ep.finish("terminated", terminated=True, truncated=outcome.truncated)
+            elif outcome.truncated:
+                ep.observation = outcome.observation
+                ep.finish("env_truncated", truncated=True)
+            else:
+                self._after_turn(ep, outcome.observation)
+
+    async def _step(self, ep: Episode, action: str) -> StepResult | str:
+        assert ep.env is not None
+        try:
+            return await asyncio.wait_for(ep.env.step(action), self.config.env_timeout_s)
+        except Exception as exc:  # noqa: BLE001
+            return _reason("step", exc, self.config.env_timeout_s)
+
+    def _after_turn(self, ep: Episode, observation: str) -> None:
+        """Turn cap, then the budget check, then the observation turn."""
+        assert ep.conv is not None
+        ep.observation = observation
+        if ep.traj.num_turns >= (ep.traj.max_turns or self.config.max_turns):
+            ep.finish("max_turns", truncated=True)
+            return
+        ids = self.fmt.observation_ids(observation) if self.fmt else None
+        if ids is not None:
+            close = len(self.fmt.close_ids) if self.fmt else 0
+            if ep.conv.response_length + len(ids) + close + 1 > self.config.max_response_length:
+                ep.finish("max_response_length", truncated=True)
+                return
+        ep.conv.add_observation(observation, ids)
+
+    async def _finish_done(self, episodes: Sequence[Episode]) -> None:
+        """Write finished episodes' trajectories, drop their caches, give their envs back."""
+        closing = []
+        for ep in episodes:
+            if not ep.done or ep.closed:
+                continue
+            ep.closed = True
+            self.backend.release(ep.index)
+            self._write(ep)
+            if ep.env is not None:
+                closing.append(self.pool.release(ep.env, broken=ep.broken))
+                ep.env = None
+        await asyncio.gather(*closing, return_exceptions=True)
+
+    def _write(self, ep: Episode) -> None:
+        traj, conv = ep.traj, ep.conv
+        traj.meta.setdefault("stop_reason", "failed" if traj.failed else "terminated")
+        traj.meta["parse_errors"] = ep.parse_errors
+        traj.meta["final_observation"] = ep.observation
+        if conv is None:
+            return
+        traj.messages = conv.messages
+        traj.token_ids, traj.loss_mask, traj.logprobs = conv.token_ids, conv.loss_mask, conv.logprobs
+        traj.prompt_length, traj.turn_ends = conv.prompt_length, conv.turn_ends
+        traj.meta["sampled_tokens"] = conv.sampled_tokens
+
+    # ------------------------------------------------------------------ helpers
+
+    def _caps(self, item_ids: Sequence[str], max_turns: int | Sequence[int] | None) -> list[int]:
+        if max_turns is None:
+            return [self.config.max_turns] * len(item_ids)
+        if isinstance(max_turns, int):
+            return [max_turns] * len(item_ids)
+        if len(max_turns) != len(item_ids):
+            raise ValueError(f"max_turns has {len(max_turns)} caps for {len(item_ids)} items")
+        return [int(c) for c in max_turns]
+
+    def _category(self, item_id: str) -> str:
+        try:
+            return get_family(self.pool.family).category_of(item_id)
+        except Exception:  # noqa: BLE001 (unknown locally: the env's info names it at reset)
+            return "unknown"
+
+
+def _reason(what: str, exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return f"env {what} timed out after {timeout:g}s"
+    return f"env {what} failed: {type(exc).__name__}: {exc}"

@@ -1,0 +1,161 @@
+"""Env pools: one async env per episode, from local `TextEnv` objects or remote HTTP sessions.
+
+    pool = LocalEnvPool("textcraft")                         # spec.make_env(), run in threads
+    pool = RemoteEnvPool("http://127.0.0.1:36005", "textcraft")   # a server session per episode
+    env = await pool.acquire()
+    observation, info = await env.reset("textcraft_3", seed=0)
+    result = await env.step("inventory")
+    await pool.release(env, broken=False)
+    await pool.aclose()
+
+Local envs are sync objects; their calls run in worker threads (`asyncio.to_thread`) so a
+slow step (a JVM, a browser) does not hold up the other episodes. A local env is reused by
+later episodes unless it broke (an error or a timeout), so expensive envs are created once
+per concurrent episode, not once per item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from typing import Any, Protocol
+
+from horizonrl.envs.core import StepResult, TextEnv
+from horizonrl.envs.registry import get_family
+
+
+class AsyncEnv(Protocol):
+    """The `TextEnv` contract with awaitable methods (what the engine drives)."""
+
+    async def reset(self, item_id: str, *, seed: int | None = None) -> tuple[str, dict[str, Any]]: ...
+
+    async def step(self, action: str) -> StepResult: ...
+
+    async def close(self) -> None: ...
+
+
+class ThreadedEnv:
+    """An async view of a sync `TextEnv`: each call runs in a worker thread."""
+
+    def __init__(self, env: TextEnv) -> None:
+        self.env = env
+
+    async def reset(self, item_id: str, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        return await asyncio.to_thread(self.env.reset, item_id, seed=seed)
+
+    async def step(self, action: str) -> StepResult:
+        return await asyncio.to_thread(self.env.step, action)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.env.close)
+
+
+class EnvPool(ABC):
+    """Hands out one env per episode; `family` names the prompt and categories to use."""
+
+    family: str
+
+    @abstractmethod
+    async def acquire(self) -> AsyncEnv: ...
+
+    @abstractmethod
+    async def release(self, env: AsyncEnv, *, broken: bool = False) -> None:
+        """Give an episode's env back; a `broken` one is closed, never reused."""
+
+    async def aclose(self) -> None:  # noqa: B027 (optional)
+        """Close every env the pool still holds."""
+
+
+class LocalEnvPool(EnvPool):
+    """Envs made in this process by the family's factory (or `make_env`), reused across episodes."""
+
+    def __init__(
+        self, family: str, *, make_env: Any = None, env_kwargs: dict[str, Any] | None = None
+    ) -> None:
+        self.family = family
+        kwargs = dict(env_kwargs or {})
+        self._make = make_env or (lambda: get_family(family).make_env(**kwargs))
+        self._free: list[ThreadedEnv] = []
+        self.created = 0
+
+    async def acquire(self) -> AsyncEnv:
+        if self._free:
+            return self._free.pop()
+        self.created += 1
+        return ThreadedEnv(await asyncio.to_thread(self._make))
+
+    async def release(self, env: AsyncEnv, *, broken: bool = False) -> None:
+        if broken or not isinstance(env, ThreadedEnv):
+            # a timed-out call may still be running in its thread: close without waiting for it
+            asyncio.get_running_loop().run_in_executor(None, _close_quietly, env)
+            return
+        self._free.append(env)
+
+    async def aclose(self) -> None:
+        envs, self._free = self._free, []
+        await asyncio.gather(*(asyncio.to_thread(_close_quietly, e) for e in envs))
+
+
+def _close_quietly(env: Any) -> None:
+    inner = env.env if isinstance(env, ThreadedEnv) else env
+    with contextlib.suppress(Exception):  # a broken env may fail to close; nothing to do about it
+        inner.close()
+
+
+class RemoteEnvPool(EnvPool):
+    """One session per episode on a `horizonrl serve` (or reference AgentGym) server.
+
+    All sessions share one pooled `httpx.AsyncClient`, created in the running event loop.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        family: str,
+        *,
+        protocol: str = "v1",
+        timeout: float = 60.0,
+        retries: int = 2,
+        max_connections: int = 64,
+    ) -> None:
+        self.family = family
+        self.base_url = base_url
+        self.protocol = protocol
+        self.timeout = timeout
+        self.retries = retries
+        self.max_connections = max_connections
+        self._client: Any = None
+
+    def _shared_client(self) -> Any:
+        import httpx
+
+        if self._client is None:
+            limits = httpx.Limits(
+                max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+            )
+            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits, trust_env=False)
+        return self._client
+
+    async def acquire(self) -> AsyncEnv:
+        from horizonrl.server.client import AsyncRemoteEnv
+
+        env: AsyncEnv = AsyncRemoteEnv(
+            self.base_url,
+            self.family,
+            protocol=self.protocol,  # type: ignore[arg-type]
+            timeout=self.timeout,
+            retries=self.retries,
+            client=self._shared_client(),
+        )
+        return env
+
+    async def release(self, env: AsyncEnv, *, broken: bool = False) -> None:
+        # the server may be gone; its session TTL cleans up what we could not close
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(env.close(), timeout=min(self.timeout, 10.0))
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
