@@ -13,9 +13,9 @@ How calls run:
 - The per-session lock is a busy flag set while a call on that session is awaited. The
   event loop is single-threaded, so test-and-set is atomic: a second call arriving on a
   busy session is refused with 409 `session_busy`, never interleaved with the first.
-- A session whose backend died (`EnvError`) is marked failed: every later call on it
-  answers 503 with the same message until it is deleted or expires; other sessions are
-  unaffected.
+- A session whose backend died (`EnvError`) is marked failed: every later step on it
+  answers 503 with the same message; a reset gives it a fresh worker (and a new
+  episode); other sessions are unaffected.
 - The reaper task closes sessions idle for longer than `idle_ttl`; later calls with
   their id get 404 saying they expired.
 """
@@ -91,6 +91,7 @@ class Metrics:
         self.closed: dict[str, int] = {}
         self.created = 0
         self.rejected = 0
+        self.revived = 0
         self.step_counts = [0] * (len(STEP_BUCKETS) + 1)
         self.step_sum = 0.0
 
@@ -124,6 +125,9 @@ class Metrics:
             "# HELP horizonrl_sessions_rejected_total Session creations refused at the cap (429).",
             "# TYPE horizonrl_sessions_rejected_total counter",
             f"horizonrl_sessions_rejected_total{{{fam}}} {self.rejected}",
+            "# HELP horizonrl_sessions_revived_total Failed sessions given a new worker at reset.",
+            "# TYPE horizonrl_sessions_revived_total counter",
+            f"horizonrl_sessions_revived_total{{{fam}}} {self.revived}",
             "# HELP horizonrl_sessions_closed_total Sessions closed, by reason.",
             "# TYPE horizonrl_sessions_closed_total counter",
         ]
@@ -275,11 +279,27 @@ class SessionStore:
             self.spec.check_item(item_id)
         except UnknownItemError as exc:
             raise self._unknown_item(exc) from None
+        if session.failed is not None and self.isolate and not session.busy:
+            await self._revive(session)
         observation, info = await self._call(session, "reset", session.env.reset, item_id, seed=seed)
         session.item_id, session.seed, session.turns = item_id, seed, 0
         session.observation, session.info = observation, info
         session.reward, session.terminated, session.truncated = 0.0, False, False
         return observation, info
+
+    async def _revive(self, session: Session) -> None:
+        """Give a session whose worker died a fresh worker (a reset starts a new episode anyway)."""
+        session.busy = True
+        try:
+            await self._offload(session.env.close)
+            session.env = await self._offload(self._make_process_env, session.num)
+            session.failed = None
+        except Exception as exc:
+            session.failed = f"session {session.sid}: could not restart its worker: {exc}"
+            raise ApiError(503, "backend_failed", session.failed) from None
+        finally:
+            session.busy = False
+        self.metrics.revived += 1
 
     async def step(self, session: Session, action: str) -> StepResult:
         if session.item_id is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +38,49 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(30)
+
+
+class ServerProcess:
+    """`horizonrl serve FAMILY --port 0 ...` in a subprocess (the toy families registered first)."""
+
+    def __init__(self, family: str, *args: str) -> None:
+        code = "import sys, tests.server.toyenv; from horizonrl.cli import main; sys.exit(main(sys.argv[1:]))"
+        cmd = [sys.executable, "-c", code, "serve", family, "--port", "0", *args]
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # "horizonrl serve F: ready on http://127.0.0.1:PORT"
+        if "ready on " not in line:
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r}")
+        self.url = line.split("ready on ")[1].strip()
+
+    def stop(self) -> int:
+        """SIGTERM, as a user's Ctrl-C or a process manager would; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        code = self.proc.wait(30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return code
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[..., ServerProcess]]:
+    """`serve_process(family, *cli_args)` starts `horizonrl serve` in a subprocess."""
+    started: list[ServerProcess] = []
+
+    def start(family: str, *args: str) -> ServerProcess:
+        server = ServerProcess(family, *args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,206 @@
+"""The env server over real HTTP (uvicorn on a free port): TextCraft through the reference's
+routes, the client, concurrency, and worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import time
+
+import httpx
+import pytest
+
+from horizonrl.envs.checker import check_env
+from horizonrl.envs.core import EnvError, UnknownItemError
+from horizonrl.envs.registry import get_family
+from horizonrl.server.client import AsyncRemoteEnv, RemoteEnv
+
+TEXTCRAFT = get_family("textcraft")
+
+
+def reference_action(action: str) -> str:
+    """What the reference's TextCraft client does to an action before sending it."""
+    action = re.sub(r"[^A-Za-z0-9, ]+", "", action)
+    return " ".join(action.split()).strip()
+
+
+def test_reference_routes_play_textcraft_items_to_reward_1(serve) -> None:
+    server = serve("textcraft")
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        play_with_reference_routes(http)
+
+
+def play_with_reference_routes(http: httpx.Client) -> None:
+    # the reference client's create body, and the fields it reads from the answer
+    created = http.post(
+        "/create", json={"minecraft_dir": "agentenv_textcraft/", "commands": None, "goal": None}
+    )
+    assert created.status_code == 200
+    env_id = created.json()["id"]
+    assert isinstance(env_id, int) and created.json()["observation"] and created.json()["done"] is False
+    test_items = TEXTCRAFT.split("test")
+    items = [next(i for i in test_items if TEXTCRAFT.category_of(i) == f"depth {d}") for d in (1, 2, 3, 4)]
+    for item in items:
+        index = int(item.rsplit("_", 1)[1])
+        reset = http.post("/reset", json={"id": env_id, "data_idx": index})
+        assert reset.status_code == 200
+        observation = reset.json()["observation"]
+        assert set(reset.json()) == {"id", "observation", "done", "reward"}
+        expert = TEXTCRAFT.make_expert()  # type: ignore[misc]
+        expert.reset(item, observation, {})
+        for _ in range(60):
+            _, action = expert.act(observation)
+            step = http.post("/step", json={"id": env_id, "action": reference_action(action)})
+            assert step.status_code == 200
+            assert set(step.json()) == {"observation", "reward", "done"}
+            observation = step.json()["observation"]
+            if step.json()["done"]:
+                break
+        assert step.json()["reward"] == 1, f"{item}: {observation}"
+        assert http.get("/observation", params={"id": env_id}).json() == observation
+    assert http.post("/close", json={"id": env_id}).status_code == 200
+
+
+@pytest.mark.parametrize("protocol", ["v1", "agentgym"])
+def test_check_env_passes_through_the_client(serve, protocol) -> None:
+    server = serve("textcraft")
+    env = RemoteEnv(server.url, family="textcraft", protocol=protocol)
+    check_env(env, TEXTCRAFT, TEXTCRAFT.split("test")[:2])
+    env.close()
+    toy = serve("srvtoy")
+    env = RemoteEnv(toy.url, family="srvtoy", protocol=protocol)
+    check_env(env, get_family("srvtoy"), ["srvtoy_1", "srvtoy_2"])
+    env.close()
+    assert httpx.get(f"{toy.url}/healthz").json()["sessions"] == 0
+
+
+def test_local_check_env_passes_for_textcraft() -> None:
+    check_env(TEXTCRAFT.make_env(), TEXTCRAFT, TEXTCRAFT.split("test")[:2])
+
+
+def test_200_concurrent_sessions_each_get_their_own_observations(serve_process) -> None:
+    server = serve_process("textcraft")
+    items = TEXTCRAFT.split("train")[:200]
+    n_steps = 4
+
+    def expected(item: str) -> list[str]:
+        env, expert = TEXTCRAFT.make_env(), TEXTCRAFT.make_expert()  # type: ignore[misc]
+        observation, info = env.reset(item, seed=1)
+        expert.reset(item, observation, info)
+        trace = [observation]
+        for _ in range(n_steps):
+            observation = env.step(expert.act(observation)[1]).observation
+            trace.append(observation)
+        return trace
+
+    async def play(item: str, start: asyncio.Event) -> list[str]:
+        env = AsyncRemoteEnv(server.url, family="textcraft")
+        expert = TEXTCRAFT.make_expert()  # type: ignore[misc]
+        observation, info = await env.reset(item, seed=1)
+        expert.reset(item, observation, info)
+        trace = [observation]
+        await start.wait()  # every session is open: now all step at once
+        for _ in range(n_steps):
+            observation = (await env.step(expert.act(observation)[1])).observation
+            trace.append(observation)
+        await env.close()
+        return trace
+
+    async def main() -> list[list[str]]:
+        start = asyncio.Event()
+        tasks = [asyncio.create_task(play(item, start)) for item in items]
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            while (await client.get("/healthz")).json()["sessions"] < len(items):
+                await asyncio.sleep(0.05)
+        start.set()
+        return await asyncio.gather(*tasks)
+
+    traces = asyncio.run(main())
+    for item, trace in zip(items, traces, strict=True):
+        assert trace == expected(item), item
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert f'route="v1_step",status="200"}} {200 * n_steps}' in metrics
+    assert 'horizonrl_sessions_live{family="textcraft"} 0' in metrics
+
+
+def test_concurrent_steps_on_one_inline_session_are_serialized(serve) -> None:
+    server = serve("srvtoy")
+    sid = httpx.post(f"{server.url}/v1/sessions", json={"item_id": "srvtoy_2"}).json()["session_id"]
+
+    async def main() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            calls = [client.post(f"/v1/sessions/{sid}/step", json={"action": f"a{i}"}) for i in range(20)]
+            return await asyncio.gather(*calls)
+
+    replies = asyncio.run(main())
+    assert all(r.status_code == 200 for r in replies)
+    turns = sorted(int(r.json()["observation"].split("turn=")[1].split(":")[0]) for r in replies)
+    assert turns == list(range(1, 21))
+    assert httpx.get(f"{server.url}/v1/sessions/{sid}").json()["turns"] == 20
+
+
+def test_worker_sessions_refuse_a_second_concurrent_step_with_409(serve) -> None:
+    server = serve("srvtoyproc")
+    env = RemoteEnv(server.url, family="srvtoyproc")
+    env.reset("srvtoyproc_2", seed=3)
+    url = f"{server.url}/v1/sessions/{env.session_id}/step"
+    slow: list[httpx.Response] = []
+    thread = threading.Thread(target=lambda: slow.append(httpx.post(url, json={"action": "sleep 0.6"})))
+    thread.start()
+    time.sleep(0.3)
+    second = httpx.post(url, json={"action": "look"})
+    thread.join()
+    assert second.status_code == 409 and second.json()["error"]["code"] == "session_busy"
+    assert slow[0].status_code == 200 and "turn=1" in slow[0].json()["observation"]
+    assert env.step("look").observation == "srvtoyproc_2 seed=3 turn=2: you said look"
+    env.close()
+
+
+def test_a_dead_worker_fails_its_session_only_and_shutdown_leaves_no_children(serve) -> None:
+    server = serve("srvtoyproc")
+    http = httpx.Client()  # closed by hand: the sessions must stay open until the server shuts down
+    victim = RemoteEnv(server.url, family="srvtoyproc", client=http)
+    bystander = RemoteEnv(server.url, family="srvtoyproc", client=http)
+    victim.reset("srvtoyproc_1")
+    bystander.reset("srvtoyproc_2")
+    pids = [
+        httpx.get(f"{server.url}/v1/sessions/{e.session_id}").json()["worker_pid"]
+        for e in (victim, bystander)
+    ]
+    assert all(isinstance(p, int) and p != os.getpid() for p in pids)
+    os.kill(pids[0], 9)
+    with pytest.raises(EnvError, match=r"HTTP 503 backend_failed.*worker process died") as err:
+        victim.step("look")
+    assert server.url in str(err.value) and str(victim.session_id) in str(err.value)
+    r = httpx.post(f"{server.url}/v1/sessions/{victim.session_id}/step", json={"action": "look"})
+    assert r.status_code == 503 and "died" in r.json()["error"]["message"]
+    assert bystander.step("look").observation == "srvtoyproc_2 seed=None turn=1: you said look"
+    # a reset gives the failed session a new worker
+    assert victim.reset("srvtoyproc_3")[0] == "hello srvtoyproc_3 seed=None"
+    assert victim.step("look").observation == "srvtoyproc_3 seed=None turn=1: you said look"
+    state = httpx.get(f"{server.url}/v1/sessions/{victim.session_id}").json()
+    pids.append(state["worker_pid"])
+    assert state["failed"] is None and state["worker_pid"] not in pids[:2]
+    http.close()
+    server.stop()
+    time.sleep(0.2)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_client_errors_name_the_server_and_session(serve) -> None:
+    server = serve("srvtoy")
+    env = RemoteEnv(server.url, family="srvtoy")
+    with pytest.raises(UnknownItemError, match="srvtoy_<index>"):
+        env.reset("srvtoy_12345")
+    env.reset("srvtoy_1")
+    sid = env.session_id
+    httpx.delete(f"{server.url}/v1/sessions/{sid}")
+    with pytest.raises(EnvError, match=rf"{server.url} session {sid}: step -> HTTP 404 unknown_session"):
+        env.step("look")
+    assert env.reset("srvtoy_2")[0] == "hello srvtoy_2 seed=None"  # a lost session is reopened at reset
+    assert env.session_id != sid
+    env.close()
