@@ -266,8 +266,13 @@ def build_index(
             DenseRetriever.build(texts, tmp, progress, meta["model"])
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+            shutil.rmtree(out, ignore_errors=True)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            if not is_index(out):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # a concurrent build of the same index won
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
