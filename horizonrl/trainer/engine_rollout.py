@@ -1,0 +1,80 @@
+"""The trainer's rollout phase on `horizonrl.rollout.engine.RolloutEngine` with the `hf` backend.
+
+The backend samples from the learner's own `nn.Module` (no weight copy on CPU), so each step's
+rollout uses the weights of the last update; kept KV caches are dropped at the start of every
+run. Items of several families in one batch are played family by family (one engine per
+family; they share the backend). Families with a URL in `env_urls` are played through their
+env server, the others in-process.
+
+Sampling is seeded per step (`trainer.seed`, step), and a fresh engine is built per call, so a
+resumed run samples exactly what the uninterrupted run sampled.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from horizonrl.config import Config
+from horizonrl.envs.core import parse_item_id
+from horizonrl.rollout.backends.hf import HFBackend
+from horizonrl.rollout.engine import EngineConfig, RolloutEngine
+from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
+from horizonrl.rollout.trajectory import Trajectory
+from horizonrl.trainer.rl import Episode
+
+
+class EngineRollout:
+    def __init__(self, cfg: Config, model: Any, tokenizer: Any, env_urls: dict[str, str]) -> None:
+        if cfg.rollout.backend != "hf":
+            raise SystemExit(
+                f"rollout.backend={cfg.rollout.backend!r}: only 'hf' is available to the trainer yet"
+            )
+        self.cfg = cfg
+        self.env_urls = env_urls
+        self.backend = HFBackend(model=model, tokenizer=tokenizer)
+
+    def _pool(self, family: str) -> EnvPool:
+        if family in self.env_urls:
+            return RemoteEnvPool(self.env_urls[family], family, timeout=self.cfg.rollout.env_timeout_s)
+        return LocalEnvPool(family, env_kwargs=dict(self.cfg.env.kwargs.get(family) or {}))
+
+    def __call__(self, episodes: list[Episode], *, step: int, greedy: bool = False) -> list[Trajectory]:
+        r, e = self.cfg.rollout, self.cfg.eval
+        # groups in plan order: (item, cap, episodes of the group)
+        groups: dict[int, list[Episode]] = defaultdict(list)
+        for ep in episodes:
+            groups[ep.group_id].append(ep)
+        by_family: dict[str, list[list[Episode]]] = defaultdict(list)
+        for group in groups.values():
+            by_family[parse_item_id(group[0].item_id)[0]].append(group)
+        results: dict[tuple[int, int], Trajectory] = {}
+        for family, fam_groups in by_family.items():
+            n = len(fam_groups[0])
+            if any(len(g) != n for g in fam_groups):
+                raise ValueError("every item group of one family must have the same number of samples")
+            engine_cfg = EngineConfig(
+                max_turns=max(g[0].max_turns for g in fam_groups),
+                max_tokens=(e.max_tokens or r.max_tokens) if greedy else r.max_tokens,
+                max_response_length=r.max_response_length,
+                temperature=e.temperature if greedy else r.temperature,
+                top_p=1.0 if greedy else r.top_p,
+                top_k=0 if greedy else r.top_k,
+                batch_size=r.batch_size,
+                env_timeout_s=r.env_timeout_s,
+                progress=self.cfg.logging.console,
+            )
+            engine = RolloutEngine(self.backend, self._pool(family), engine_cfg)
+            trajectories = engine.run(
+                [g[0].item_id for g in fam_groups],
+                n=n,
+                seed=fam_groups[0][0].seed,
+                max_turns=[g[0].max_turns for g in fam_groups],
+            )
+            planned = [ep for g in fam_groups for ep in g]
+            for ep, traj in zip(planned, trajectories, strict=True):
+                traj.group_id, traj.sample_index = ep.group_id, ep.sample_index
+                traj.meta["step"] = step
+                results[(ep.group_id, ep.sample_index)] = traj
+        self.backend.clear()
+        return [results[(ep.group_id, ep.sample_index)] for ep in episodes]
