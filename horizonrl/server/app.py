@@ -295,5 +295,10 @@ def serve_main(args: argparse.Namespace) -> int:
                 bound = self.servers[0].sockets[0].getsockname()[1] if self.servers else port
                 print(f"horizonrl serve {spec.name}: ready on http://{args.host}:{bound}", flush=True)
 
+        async def shutdown(self, sockets: Any = None) -> None:
+            await super().shutdown(sockets)  # runs the lifespan's shutdown: every session closed
+            closed = app.state.store.metrics.closed.get("shutdown", 0)
+            print(f"horizonrl serve {spec.name}: stopped, {closed} open sessions closed", flush=True)
+
     Server(config).run()
     return 0

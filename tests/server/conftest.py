@@ -55,14 +55,15 @@ class ServerProcess:
             raise RuntimeError(f"server did not start: {line!r}")
         self.url = line.split("ready on ")[1].strip()
 
-    def stop(self) -> int:
-        """SIGTERM, as a user's Ctrl-C or a process manager would; returns the exit code."""
+    def stop(self) -> str:
+        """SIGTERM, as a process manager would; returns what the server printed on its way out.
+
+        uvicorn re-raises the signal after its graceful shutdown, so the exit status is -15.
+        """
         if self.proc.poll() is None:
             self.proc.terminate()
-        code = self.proc.wait(30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        return code
+        out, _ = self.proc.communicate(timeout=30)
+        return str(out)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
