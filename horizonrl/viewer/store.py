@@ -44,7 +44,7 @@ class Run:
     id: str
     path: Path
     kind: str
-    """`train` (has metrics or step files), `eval` (a report without metrics) or `file`."""
+    """`train` (a config, metrics or step files), `eval` (a report without them) or `file`."""
     sources: dict[str, Path] = field(default_factory=dict)
     """Trajectory files of this run by source id, in display order."""
     reports: dict[str, Path] = field(default_factory=dict)
@@ -124,9 +124,9 @@ def scan_runs(root: Path) -> dict[str, Run]:
         rel = folder.relative_to(root)
         is_run = any((folder / m).is_file() for m in RUN_MARKERS) or (folder / "trajectories").is_dir()
         if is_run:
-            has_metrics = (folder / "metrics.jsonl").is_file() or (folder / "trajectories").is_dir()
+            trained = any((folder / m).exists() for m in ("metrics.jsonl", "config.yaml", "trajectories"))
             run = Run(id=_id(rel) if rel.parts else folder.name or "run", path=folder,
-                      kind="train" if has_metrics else "eval")  # fmt: skip
+                      kind="train" if trained else "eval")  # fmt: skip
             _collect(run)
             runs[run.id] = run
             return

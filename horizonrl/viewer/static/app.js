@@ -85,15 +85,15 @@ function chart(name, steps, values) {
   const Y = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
   box.append(svg("rect", { x: L, y: T, width: W - L - R, height: H - T - B, class: "frame" }));
   for (const [y, label] of [[y0, num(y0)], [y1, num(y1)]]) {
-    box.append(svg("text", { x: L - 4, y: Y(y) + 4, class: "tick", "text-anchor": "end" })).textContent = label;
+    box.appendChild(svg("text", { x: L - 4, y: Y(y) + 4, class: "tick", "text-anchor": "end" })).textContent = label;
   }
   for (const x of [x0, x1]) {
-    box.append(svg("text", { x: X(x), y: H - 8, class: "tick", "text-anchor": "middle" })).textContent = x;
+    box.appendChild(svg("text", { x: X(x), y: H - 8, class: "tick", "text-anchor": "middle" })).textContent = x;
   }
   box.append(svg("polyline", { points: pts.map(([x, y]) => `${X(x)},${Y(y)}`).join(" "), class: "line" }));
   if (pts.length <= 60) for (const [x, y] of pts) {
-    box.append(svg("circle", { cx: X(x), cy: Y(y), r: 2.5, class: "dot" }))
-      .append(svg("title", {})).textContent = `step ${x}: ${num(y, 4)}`;
+    box.appendChild(svg("circle", { cx: X(x), cy: Y(y), r: 2.5, class: "dot" }))
+      .appendChild(svg("title", {})).textContent = `step ${x}: ${num(y, 4)}`;
   }
   const last = pts.length ? num(pts[pts.length - 1][1], 4) : "–";
   return h("figure", { class: "card" }, h("figcaption", {}, h("b", {}, name), h("span", { class: "muted" }, ` last ${last}`)), box);
@@ -103,7 +103,7 @@ function reportTable(report) {
   const rows = Object.entries(report.by_category || {});
   const cols = REPORT_COLS.filter(([k]) => k in report || rows.some(([, r]) => k in r));
   const cells = (r) => cols.map(([k, , f]) => h("td", { class: "n" }, f ? f(r[k]) : r[k] ?? "–"));
-  return h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "category"), cols.map(([, l]) => h("th", {}, l)))),
+  return h("table", { class: "report" }, h("thead", {}, h("tr", {}, h("th", {}, "category"), cols.map(([, l]) => h("th", { class: "n" }, l)))),
     h("tbody", {}, rows.map(([cat, r]) => h("tr", {}, h("td", {}, cat), cells(r))),
       h("tr", { class: "total" }, h("td", {}, "all"), cells(report))));
 }
@@ -130,7 +130,7 @@ async function showRun(runId) {
   if (run.sources.length) {
     parts.push(h("h2", {}, "Trajectories"), h("div", { class: "chips" }, run.sources.map((s) =>
       h("a", { class: `chip ${s.kind}`, href: `#/run/${enc(run.id)}/src/${enc(s.id)}`, title: s.path },
-        s.kind === "train" && s.step !== null ? `step ${s.step}` : s.path))));
+        s.kind === "train" && s.step !== null ? `step ${s.step}` : s.kind === "eval" ? `eval: ${s.path.replace(/\/trajectories\.jsonl$/, "")}` : s.path))));
   }
   if (run.config) parts.push(h("details", {}, h("summary", {}, "config.yaml"), h("pre", {}, run.config)));
   view.replaceChildren(...parts);
@@ -179,12 +179,13 @@ function block(label, text, cls) {
   return text === null || text === undefined || text === "" ? null : h("div", { class: `block ${cls || ""}` }, h("div", { class: "label" }, label), h("pre", {}, text));
 }
 
-async function showReplay(runId, source, index) {
+async function showReplay(runId, source, index, params) {
   const data = await api(`/api/runs/${enc(runId)}/trajectories/${enc(source)}/${index}`);
   const t = data.record, rp = data.replay, base = `#/run/${enc(runId)}/src/${enc(source)}`;
   crumbs([runId, `#/run/${enc(runId)}`], [source, base], [`#${index}`]);
   const n = rp.turns.length;
-  let pos = 0;
+  const start = params.get("turn") === "end" ? n : Number(params.get("turn") || 1) - 1;
+  let pos = Number.isInteger(start) ? start : 0;
   const cards = rp.turns.map((turn) => h("section", { class: "turn card" },
     h("div", { class: "turn-head" }, h("b", {}, `Turn ${turn.turn + 1}`),
       turn.reward === null ? null : badge(`reward ${num(turn.reward, 4)}`, turn.reward > 0 ? "ok" : "dim")),
@@ -203,11 +204,12 @@ async function showReplay(runId, source, index) {
     pos = Math.max(0, Math.min(n, pos + delta));
     all.forEach((c, i) => { c.hidden = !showAll.checked && i > pos; c.classList.toggle("current", i === pos); });
     counter.textContent = pos < n ? `turn ${pos + 1} / ${n}` : `end (${n} turns)`;
-    all[pos].scrollIntoView({ block: "nearest", behavior: "smooth" });
+    history.replaceState(null, "", `${base}/${index}?turn=${pos < n ? pos + 1 : "end"}`);  // a link to this turn
+    if (delta) all[pos].scrollIntoView({ block: "nearest", behavior: "smooth" });
   }
   const controls = h("div", { class: "controls" },
-    h("button", { onclick: () => move(-n), title: "first (Home)" }, "⏮"), h("button", { onclick: () => move(-1), title: "back (←)" }, "◀"),
-    counter, h("button", { onclick: () => move(1), title: "forward (→)" }, "▶"), h("button", { onclick: () => move(n), title: "last (End)" }, "⏭"),
+    h("button", { onclick: () => move(-n), title: "first (Home)" }, "« first"), h("button", { onclick: () => move(-1), title: "back (←)" }, "◀"),
+    counter, h("button", { onclick: () => move(1), title: "forward (→)" }, "▶"), h("button", { onclick: () => move(n), title: "end (End)" }, "end »"),
     h("label", {}, showAll, " show all turns"), h("span", { class: "muted" }, "keys: ← → Home End"));
   keyHandler = (e) => {
     if (e.target.tagName === "INPUT" || e.target.tagName === "SELECT") return;
@@ -217,15 +219,18 @@ async function showReplay(runId, source, index) {
   const nav = h("span", { class: "small" }, index > 0 ? h("a", { href: `${base}/${index - 1}` }, "← previous trajectory") : null,
     " ", index + 1 < data.count ? h("a", { href: `${base}/${index + 1}` }, "next trajectory →") : null);
   const tokenBox = h("div");
-  view.replaceChildren(
+  view.replaceChildren(...[
     h("h1", {}, t.item_id, " ", h("span", { class: "muted" }, t.category)), h("div", { class: "summary" }, outcome(t),
-      ` score ${num(t.score)} · reward ${num(t.reward)} · ${t.num_turns} turns · ${data.tokens.n_sampled} sampled of ${data.tokens.n_tokens} tokens `, nav),
+      ` score ${num(t.score)} · reward ${num(t.reward)} · ${t.num_turns} turns `,
+      data.tokens.n_tokens ? `· ${data.tokens.n_sampled} sampled of ${data.tokens.n_tokens} tokens ` : "", nav),
     rp.system ? h("details", {}, h("summary", {}, "system prompt"), h("pre", {}, rp.system)) : null,
     rp.instruction ? h("details", {}, h("summary", {}, "task instruction"), h("pre", {}, rp.instruction)) : null,
     controls, ...all,
     data.tokens.n_tokens ? h("button", { class: "tokens-btn", onclick: (e) => { e.target.remove(); showTokens(runId, source, index, tokenBox, data.tokens); } }, "Show token view") : null,
-    tokenBox);
+    tokenBox].filter(Boolean));
   move(0);
+  if (params.get("tokens")) view.querySelector(".tokens-btn")?.click();
+  if (pos > 0) all[pos].scrollIntoView({ block: "nearest" });
 }
 
 async function showTokens(runId, source, index, box, stats) {
@@ -254,7 +259,7 @@ async function route() {
   try {
     if (parts[0] === "run" && parts.length === 2) await showRun(parts[1]);
     else if (parts[0] === "run" && parts[2] === "src" && parts.length === 4) await showList(parts[1], parts[3], new URLSearchParams(query));
-    else if (parts[0] === "run" && parts[2] === "src" && parts.length === 5) await showReplay(parts[1], parts[3], Number(parts[4]));
+    else if (parts[0] === "run" && parts[2] === "src" && parts.length === 5) await showReplay(parts[1], parts[3], Number(parts[4]), new URLSearchParams(query));
     else await showRuns();
   } catch (err) {
     view.replaceChildren(h("p", { class: "error" }, `Error: ${err.message}`), h("p", {}, h("a", { href: "#/" }, "back to runs")));
