@@ -32,3 +32,45 @@ def success_summary(trajectories: Sequence[Trajectory], categories: Sequence[str
         }
 
     return {**block(trajectories), "by_category": {cat: block(by_cat.get(cat, [])) for cat in order}}
+
+
+def _eval_block(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """Figures for one set of trajectories; items are grouped by `(item_id, group_id)` for @k."""
+    groups: dict[tuple[str, int], list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        groups[(t.item_id, t.group_id)].append(t)
+    per_item = [[t.success for t in g] for g in groups.values()]
+    return {
+        "n_items": len(groups),
+        "n_trajectories": len(trajs),
+        "n_failed": sum(t.failed for t in trajs),
+        "success_rate": _mean([float(t.success) for t in trajs]),
+        "mean_score": _mean([t.score for t in trajs]),
+        "avg_at_k": _mean([_mean([float(s) for s in item]) for item in per_item]),
+        "pass_at_k": _mean([float(any(item)) for item in per_item]),
+        "mean_turns": _mean([float(t.num_turns) for t in trajs]),
+    }
+
+
+EVAL_FIELDS = ("n_items", "success_rate", "mean_score", "avg_at_k", "pass_at_k", "mean_turns")
+
+
+def eval_summary(trajectories: Sequence[Trajectory], categories: Sequence[str] = ()) -> dict[str, Any]:
+    """Eval figures overall and `by_category`, with k samples per item.
+
+    - `success_rate`, `mean_score`, `mean_turns`: over all trajectories;
+    - `avg_at_k`: mean over items of the fraction of its k samples that succeeded;
+    - `pass_at_k`: fraction of items with at least one successful sample;
+    - `n_failed`: trajectories whose env broke (they count as unsolved).
+
+    Success is the env's `success` flag (SciWorld: score 100, never merely score > 0).
+    Categories in `categories` get a row even when empty.
+    """
+    by_cat: dict[str, list[Trajectory]] = defaultdict(list)
+    for traj in trajectories:
+        by_cat[traj.category].append(traj)
+    order = list(dict.fromkeys([*categories, *sorted(by_cat)]))
+    return {
+        **_eval_block(trajectories),
+        "by_category": {cat: _eval_block(by_cat.get(cat, [])) for cat in order},
+    }

@@ -264,7 +264,10 @@ class RolloutEngine:
         stepping: list[tuple[Episode, str]] = []
         for ep, result in zip(asking, results, strict=True):
             assert ep.conv is not None
-            self.stats.sampled_tokens += len(result.token_ids)
+            if result.error is not None:
+                ep.fail(f"model error: {result.error}")
+                continue
+            self.stats.sampled_tokens += result.num_tokens
             content = ep.conv.add_assistant(
                 result.token_ids, result.logprobs, result.finish_reason, result.text
             )
@@ -281,6 +284,7 @@ class RolloutEngine:
         self.stats.env_seconds += time.perf_counter() - t0
         for (ep, _), outcome in zip(stepping, outcomes, strict=True):
             if isinstance(outcome, str):
+                ep.traj.turn_rewards.append(0.0)
                 ep.fail(outcome)
                 continue
             traj = ep.traj

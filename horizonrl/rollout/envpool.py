@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from horizonrl.envs.core import StepResult, TextEnv
@@ -36,19 +38,27 @@ class AsyncEnv(Protocol):
 
 
 class ThreadedEnv:
-    """An async view of a sync `TextEnv`: each call runs in a worker thread."""
+    """An async view of a sync `TextEnv`: each call runs in a worker thread of `executor`."""
 
-    def __init__(self, env: TextEnv) -> None:
+    def __init__(self, env: TextEnv, executor: ThreadPoolExecutor | None = None) -> None:
         self.env = env
+        self.executor = executor
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def reset(self, item_id: str, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
-        return await asyncio.to_thread(self.env.reset, item_id, seed=seed)
+        result: tuple[str, dict[str, Any]] = await self._call(
+            functools.partial(self.env.reset, item_id, seed=seed)
+        )
+        return result
 
     async def step(self, action: str) -> StepResult:
-        return await asyncio.to_thread(self.env.step, action)
+        result: StepResult = await self._call(self.env.step, action)
+        return result
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.env.close)
+        await self._call(self.env.close)
 
 
 class EnvPool(ABC):
@@ -71,30 +81,49 @@ class LocalEnvPool(EnvPool):
     """Envs made in this process by the family's factory (or `make_env`), reused across episodes."""
 
     def __init__(
-        self, family: str, *, make_env: Any = None, env_kwargs: dict[str, Any] | None = None
+        self,
+        family: str,
+        *,
+        make_env: Any = None,
+        env_kwargs: dict[str, Any] | None = None,
+        max_threads: int = 32,
     ) -> None:
         self.family = family
         kwargs = dict(env_kwargs or {})
         self._make = make_env or (lambda: get_family(family).make_env(**kwargs))
+        self.max_threads = max_threads
         self._free: list[ThreadedEnv] = []
+        self._executor: ThreadPoolExecutor | None = None
         self.created = 0
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.max_threads, thread_name_prefix=f"env-{self.family}")
+        return self._executor
 
     async def acquire(self) -> AsyncEnv:
         if self._free:
             return self._free.pop()
         self.created += 1
-        return ThreadedEnv(await asyncio.to_thread(self._make))
+        executor = self._pool()
+        env = await asyncio.get_running_loop().run_in_executor(executor, self._make)
+        return ThreadedEnv(env, executor)
 
     async def release(self, env: AsyncEnv, *, broken: bool = False) -> None:
         if broken or not isinstance(env, ThreadedEnv):
             # a timed-out call may still be running in its thread: close without waiting for it
-            asyncio.get_running_loop().run_in_executor(None, _close_quietly, env)
+            self._pool().submit(_close_quietly, env)
             return
         self._free.append(env)
 
     async def aclose(self) -> None:
         envs, self._free = self._free, []
-        await asyncio.gather(*(asyncio.to_thread(_close_quietly, e) for e in envs))
+        if self._executor is not None:
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(self._executor, _close_quietly, e) for e in envs))
+            # a hung env call must not hold up the caller: leave its thread behind
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
 
 def _close_quietly(env: Any) -> None:

@@ -87,6 +87,14 @@ class GenerationResult:
     """`stop` (an end-of-turn token was sampled) or `length` (cut by max_tokens)."""
     sampling_logprobs: list[float] | None = None
     """Logprob of each id under the sampling distribution (temperature/top-k/top-p), if known."""
+    completion_tokens: int | None = None
+    """Tokens the model produced, when the backend has no ids (API models report a count)."""
+    error: str | None = None
+    """Set when this request failed (e.g. the API refused it); the engine fails that episode."""
+
+    @property
+    def num_tokens(self) -> int:
+        return self.completion_tokens if self.completion_tokens is not None else len(self.token_ids)
 
 
 @dataclass

@@ -1,0 +1,212 @@
+"""`horizonrl eval`: play a split of one or more families with a model and report the figures.
+
+    horizonrl eval --model default --env textcraft --split test --limit 20 --out runs/eval
+    horizonrl eval --model default --env textcraft --server http://127.0.0.1:36001 --out runs/eval
+    horizonrl eval --backend openai --model gpt-4o-mini --env textcraft,babyai --out runs/api \\
+        base_url=https://api.openai.com/v1
+    horizonrl eval configs/eval_textcraft.yaml limit=5       # the same settings from YAML
+
+Writes `OUT/report.json`, `OUT/report.md` and `OUT/trajectories.jsonl` (see
+`horizonrl.eval.report`). Greedy (temperature 0) by default; `--n K` samples K times per
+item (same env seed) for avg@K / pass@K. Episodes whose env broke are reported as failed
+(they count as unsolved) and the eval carries on; the command exits 1 only when every
+episode failed.
+
+Settings: the fields of `EvalSettings` below, from the YAML file, then the flags, then
+`key=value` overrides (unknown keys are rejected with the valid ones named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from horizonrl.envs.registry import get_family
+from horizonrl.eval.metrics import eval_summary
+from horizonrl.eval.report import combine, write_report
+from horizonrl.rollout.backends.base import PolicyBackend, make_backend
+from horizonrl.rollout.engine import EngineConfig, RolloutEngine
+from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
+from horizonrl.rollout.trajectory import Trajectory, write_jsonl
+
+EVAL_MAX_TURNS = {"textcraft": 30, "babyai": 20, "sciworld": 30, "search": 30, "web": 15}
+"""The reference's eval turn caps per family (REFERENCE.md)."""
+
+
+@dataclass
+class EvalSettings:
+    model: str = "default"
+    """HF id, local path or alias (`default`, `tiny`) for hf; the API model name for openai."""
+    backend: str = "hf"
+    env: list[str] = field(default_factory=lambda: ["textcraft"])
+    """Families to evaluate (the flag takes a comma-separated list)."""
+    split: str = "test"
+    limit: int | None = None
+    """First N items of the split per family (None: all)."""
+    max_turns: int | None = None
+    """Turn cap (None: the family's reference eval cap, e.g. 30 for textcraft)."""
+    n: int = 1
+    """Samples per item (avg@n / pass@n)."""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    """Tokens per turn."""
+    max_response_length: int = 8192
+    batch_size: int = 32
+    """Episodes live at once (rows of one generation batch)."""
+    seed: int = 0
+    server: str | None = None
+    """Env server URL (one family); `servers` maps several."""
+    servers: dict[str, str] = field(default_factory=dict)
+    env_timeout_s: float = 60.0
+    dtype: str = "float32"
+    """hf: weights dtype (float32 or bfloat16)."""
+    device: str | None = None
+    base_url: str | None = None
+    """openai: endpoint base URL ending in /v1 (default $OPENAI_BASE_URL or api.openai.com)."""
+    api_key_env: str = "OPENAI_API_KEY"
+    out: str = "runs/eval"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        if self.server and len(self.env) > 1:
+            raise ValueError("--server serves one family; give servers={family: url} for several")
+
+    def engine_config(self, family: str) -> EngineConfig:
+        return EngineConfig(
+            max_turns=self.max_turns or EVAL_MAX_TURNS.get(family, 30),
+            max_tokens=self.max_tokens,
+            max_response_length=self.max_response_length,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            batch_size=self.batch_size,
+            env_timeout_s=self.env_timeout_s,
+            progress=self.progress,
+        )
+
+
+_FLAGS = (
+    "model",
+    "backend",
+    "env",
+    "split",
+    "limit",
+    "max_turns",
+    "n",
+    "temperature",
+    "seed",
+    "server",
+    "out",
+)
+
+
+def load_settings(args: argparse.Namespace) -> EvalSettings:
+    """YAML file (optional), then the flags that were given, then dotted overrides."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+    layers: list[Any] = [OmegaConf.structured(EvalSettings)]
+    config = getattr(args, "config", None)
+    overrides = list(getattr(args, "overrides", None) or [])
+    if config and "=" in config and not Path(config).exists():  # argparse took an override for the file
+        config, overrides = None, [config, *overrides]
+    if config:
+        layers.append(OmegaConf.load(config))
+    flags: dict[str, Any] = {}
+    for name in _FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            flags[name] = value.split(",") if name == "env" else value
+    layers.append(OmegaConf.create(flags))
+    if overrides:
+        layers.append(OmegaConf.from_dotlist(overrides))
+    try:
+        merged = OmegaConf.merge(*layers)
+        settings = OmegaConf.to_object(merged)
+    except ConfigKeyError as exc:
+        valid = ", ".join(EvalSettings.__dataclass_fields__)
+        raise SystemExit(f"horizonrl eval: unknown setting {exc.full_key!r}; valid: {valid}") from None
+    except OmegaConfBaseException as exc:
+        raise SystemExit(f"horizonrl eval: bad setting: {str(exc).splitlines()[0]}") from None
+    assert isinstance(settings, EvalSettings)
+    return settings
+
+
+def build_backend(settings: EvalSettings) -> PolicyBackend:
+    if settings.backend == "hf":
+        return make_backend("hf", model=settings.model, dtype=settings.dtype, device=settings.device)
+    if settings.backend == "openai":
+        return make_backend(
+            "openai", model=settings.model, base_url=settings.base_url, api_key_env=settings.api_key_env
+        )
+    return make_backend(settings.backend, model=settings.model)
+
+
+def make_pool(settings: EvalSettings, family: str) -> EnvPool:
+    url = settings.servers.get(family) or settings.server
+    if url:
+        return RemoteEnvPool(url, family, timeout=settings.env_timeout_s)
+    return LocalEnvPool(family)
+
+
+def evaluate_family(
+    backend: PolicyBackend, settings: EvalSettings, family: str, **run_kwargs: Any
+) -> tuple[list[Trajectory], dict[str, Any], RolloutEngine]:
+    """Play `settings.split` of one family; returns trajectories, `eval_summary`, the engine."""
+    spec = get_family(family)
+    items = spec.split(settings.split)
+    if settings.limit:
+        items = items[: settings.limit]
+    engine = RolloutEngine(backend, make_pool(settings, family), settings.engine_config(family))
+    trajectories = engine.run(items, n=settings.n, seed=settings.seed, **run_kwargs)
+    return trajectories, eval_summary(trajectories, spec.categories), engine
+
+
+def run_eval(
+    settings: EvalSettings, backend: PolicyBackend | None = None, **run_kwargs: Any
+) -> dict[str, Any]:
+    """Evaluate every family in `settings.env`, write the three outputs, return the report."""
+    backend = backend or build_backend(settings)
+    out = Path(settings.out)
+    out.mkdir(parents=True, exist_ok=True)
+    traj_path = out / "trajectories.jsonl"
+    traj_path.write_text("")
+    blocks: dict[str, dict[str, Any]] = {}
+    timing: dict[str, Any] = {}
+    start = time.perf_counter()
+    tokens = 0
+    for family in settings.env:
+        trajectories, summary, engine = evaluate_family(backend, settings, family, **run_kwargs)
+        write_jsonl(traj_path, trajectories, append=True)
+        blocks[family] = summary
+        tokens += engine.stats.sampled_tokens
+    wall = time.perf_counter() - start
+    timing = {"wall_s": round(wall, 1), "sampled_tokens": tokens, "tokens_per_s": round(tokens / wall, 1)}
+    settings_dict = {k: v for k, v in asdict(settings).items() if k not in ("progress", "api_key_env")}
+    report = combine(blocks, model=settings.model, split=settings.split, k=settings.n, settings=settings_dict)
+    report["timing"] = timing
+    write_report(report, out)
+    return report
+
+
+def eval_main(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    report = run_eval(settings)
+    out = Path(settings.out)
+    print((out / "report.md").read_text())
+    print(f"wrote {out / 'report.json'}, {out / 'report.md'}, {out / 'trajectories.jsonl'}", file=sys.stderr)
+    summary = {k: report[k] for k in ("env", "model", "n_items", "success_rate", "mean_score", "n_failed")}
+    print(json.dumps(summary))
+    if report["n_trajectories"] and report["n_failed"] == report["n_trajectories"]:
+        print("horizonrl eval: every episode failed (is the env server up?)", file=sys.stderr)
+        return 1
+    return 0
