@@ -39,10 +39,7 @@ def _prompt(family: str) -> Any:
 
 def split_response(text: str, style: str = "react") -> dict[str, Any]:
     """`{"thought", "action", "parse_error"}` of one assistant message."""
-    parsed = parse_react(text, style=style)
-    if parsed.action is None and style != "react":  # a model that ignored its family's format
-        fallback = parse_react(text)
-        parsed = fallback if fallback.action is not None else parsed
+    parsed = parse_react(text, style=style)  # the family's own parser: what the env was sent
     match = _ACTION_START.search(text)
     thought = text[: match.start()] if match else ("" if parsed.action else text)
     return {

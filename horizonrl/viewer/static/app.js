@@ -28,7 +28,9 @@ const svg = (tag, attrs) => {
 };
 function num(x, digits = 3) {
   if (x === null || x === undefined) return "–";
-  return Number.isInteger(x) ? String(x) : Number(x).toFixed(digits).replace(/\.?0+$/, "") || "0";
+  if (Number.isInteger(x)) return String(x);
+  if (Math.abs(x) < 0.01) return String(Number(x.toPrecision(2)));  // KL and losses are often tiny
+  return Number(x).toFixed(digits).replace(/\.?0+$/, "") || "0";
 }
 function pct(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(1); }
 const enc = encodeURIComponent;
@@ -42,6 +44,8 @@ function crumbs(...parts) {
   const nav = document.getElementById("crumbs");
   nav.replaceChildren(...parts.map(([label, href]) => h("span", {}, " › ", href ? h("a", { href }, label) : label)));
 }
+// Column headers; a trailing "#" marks a right-aligned number column ("score#").
+const heads = (...names) => h("thead", {}, h("tr", {}, names.map((c) => h("th", c.endsWith("#") && c !== "#" ? { class: "n" } : {}, c.replace(/(.)#$/, "$1")))));
 function badge(text, kind) { return h("span", { class: `badge ${kind}` }, text); }
 function outcome(t) {
   return [t.success ? badge("solved", "ok") : badge("unsolved", "bad"),
@@ -68,14 +72,15 @@ async function showRuns() {
     h("td", { class: "n" }, pct(r.last["success/mean"])), h("td", { class: "n" }, pct(r.eval_success)),
     h("td", { class: "n" }, r.n_sources), h("td", { class: "n" }, r.n_reports), h("td", {}, ago(r.mtime))));
   view.replaceChildren(h("h1", {}, "Runs"), h("table", {},
-    h("thead", {}, h("tr", {}, ["run", "kind", "last step", "reward", "success %", "eval success %",
-      "trajectory files", "reports", "modified"].map((c) => h("th", {}, c)))), h("tbody", {}, rows)));
+    heads("run", "kind", "last step#", "reward#", "success %#", "eval success %#", "trajectory files#", "reports#", "modified"),
+    h("tbody", {}, rows)));
 }
 
 // ---------------------------------------------------------------- run overview
 function chart(name, steps, values) {
   const W = 320, H = 170, L = 44, R = 10, T = 10, B = 24;
   const pts = steps.map((s, i) => [s, values[i]]).filter((p) => p[1] !== null);
+  if (!pts.length) return h("figure", { class: "card" }, h("figcaption", {}, h("b", {}, name), h("span", { class: "muted" }, " no values")));
   const box = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart" });
   const ys = pts.map((p) => p[1]), xs = pts.map((p) => p[0]);
   let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
@@ -91,12 +96,18 @@ function chart(name, steps, values) {
     box.appendChild(svg("text", { x: X(x), y: H - 8, class: "tick", "text-anchor": "middle" })).textContent = x;
   }
   box.append(svg("polyline", { points: pts.map(([x, y]) => `${X(x)},${Y(y)}`).join(" "), class: "line" }));
-  if (pts.length <= 60) for (const [x, y] of pts) {
-    box.appendChild(svg("circle", { cx: X(x), cy: Y(y), r: 2.5, class: "dot" }))
-      .appendChild(svg("title", {})).textContent = `step ${x}: ${num(y, 4)}`;
-  }
+  if (pts.length <= 60) for (const [x, y] of pts) box.append(svg("circle", { cx: X(x), cy: Y(y), r: 2.5, class: "dot" }));
   const last = pts.length ? num(pts[pts.length - 1][1], 4) : "–";
-  return h("figure", { class: "card" }, h("figcaption", {}, h("b", {}, name), h("span", { class: "muted" }, ` last ${last}`)), box);
+  const readout = h("span", { class: "muted" }, ` last ${last}`);
+  const cursor = box.appendChild(svg("circle", { r: 4, class: "cursor", visibility: "hidden" }));
+  box.addEventListener("mousemove", (e) => {  // nearest point to the pointer, by step
+    const r = box.getBoundingClientRect(), sx = x0 + (((e.clientX - r.left) * W) / r.width - L) / (W - L - R) * (x1 - x0);
+    const [x, y] = pts.reduce((a, b) => (Math.abs(b[0] - sx) < Math.abs(a[0] - sx) ? b : a));
+    cursor.setAttribute("cx", X(x)); cursor.setAttribute("cy", Y(y)); cursor.setAttribute("visibility", "visible");
+    readout.textContent = ` step ${x}: ${num(y, 4)}`;
+  });
+  box.addEventListener("mouseleave", () => { cursor.setAttribute("visibility", "hidden"); readout.textContent = ` last ${last}`; });
+  return h("figure", { class: "card" }, h("figcaption", {}, h("b", {}, name), readout), box);
 }
 
 function reportTable(report) {
@@ -141,8 +152,10 @@ async function showList(runId, source, params) {
   const q = new URLSearchParams(params);
   q.set("source", source);
   q.set("limit", q.get("limit") || "50");
-  const data = await api(`/api/runs/${enc(runId)}/trajectories?${q}`);
+  const [data, run] = await Promise.all([api(`/api/runs/${enc(runId)}/trajectories?${q}`), api(`/api/runs/${enc(runId)}`)]);
   crumbs([runId, `#/run/${enc(runId)}`], [source]);
+  const switcher = h("select", { onchange: (e) => (location.hash = `#/run/${enc(runId)}/src/${enc(e.target.value)}?${params}`) },
+    run.sources.map((s) => h("option", { value: s.id, selected: s.id === source }, s.path)));
   const go = (changes) => {
     const p = new URLSearchParams(params);
     for (const [k, v] of Object.entries(changes)) (v === "" || v === null ? p.delete(k) : p.set(k, v));
@@ -167,11 +180,11 @@ async function showList(runId, source, params) {
     h("button", { disabled: off === 0, onclick: () => go({ offset: Math.max(0, off - lim) }) }, "◀ previous"),
     h("span", {}, data.total ? ` ${off + 1}–${Math.min(off + lim, data.total)} of ${data.total} ` : " none "),
     h("button", { disabled: off + lim >= data.total, onclick: () => go({ offset: off + lim }) }, "next ▶"));
-  view.replaceChildren(h("h1", {}, source),
+  view.replaceChildren(h("h1", {}, source, " ", switcher),
     h("p", { class: "muted" }, `${data.n_records} trajectories, ${data.n_success} solved (${pct(data.n_success / (data.n_records || 1))} %)`,
       data.skipped_lines ? ` · ${data.skipped_lines} unreadable line(s) skipped (file still being written?)` : ""),
-    filters, h("table", {}, h("thead", {}, h("tr", {}, ["#", "item", "category", "outcome", "score", "reward", "turns",
-      "sampled / tokens"].map((c) => h("th", {}, c)))), h("tbody", {}, rows)), pager);
+    filters, h("table", {}, heads("##", "item", "category", "outcome", "score#", "reward#", "turns#",
+      "sampled / tokens#"), h("tbody", {}, rows)), pager);
 }
 
 // ---------------------------------------------------------------- replay
