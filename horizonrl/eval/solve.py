@@ -48,6 +48,7 @@ def play_expert(
             traj.score = float(result.info["score"])
             if result.done:
                 traj.terminated, traj.truncated = result.terminated, result.truncated
+                traj.meta["final_observation"] = observation
                 break
             traj.messages.append({"role": "user", "content": observation})
     except EnvError as exc:

@@ -19,6 +19,7 @@ def test_expert_episode_is_written_in_the_agent_format():
     assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
     assert traj.messages[1]["content"] == "Count up with 'inc'.\n\nCount to 3."
     assert traj.messages[2]["content"] == "Thought: Increase the count.\nAction: inc"
+    assert traj.meta["final_observation"] == "Count is 3."
 
 
 def test_turn_cap_truncates_expert_episode():
