@@ -175,7 +175,12 @@ def run_eval(
     settings: EvalSettings, backend: PolicyBackend | None = None, **run_kwargs: Any
 ) -> dict[str, Any]:
     """Evaluate every family in `settings.env`, write the three outputs, return the report."""
-    backend = backend or build_backend(settings)
+    if backend is None:
+        backend = build_backend(settings)
+        try:
+            return run_eval(settings, backend, **run_kwargs)
+        finally:
+            backend.close()
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
     traj_path = out / "trajectories.jsonl"

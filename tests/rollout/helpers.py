@@ -77,3 +77,55 @@ class CountingEnv:
 
     def close(self) -> None:
         self.closed = True
+
+
+class ThreadedServer:
+    """A FastAPI app served by uvicorn on a free 127.0.0.1 port in a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        import threading
+
+        import uvicorn
+
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+class ServeProcess:
+    """`horizonrl serve FAMILY --port 0` in a subprocess; `url` once it says it is ready."""
+
+    def __init__(self, family: str) -> None:
+        import os
+        import subprocess
+        import sys
+
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+        cmd = [sys.executable, "-m", "horizonrl.cli", "serve", family, "--port", "0"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd=root)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "ready on " not in line:
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r}")
+        self.url = line.split("ready on ")[1].strip()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
