@@ -1,0 +1,192 @@
+"""Rollout overhead and KV-cache reuse of the hf backend over TextCraft.
+
+    python benchmarks/rollout.py --models tiny,default --batches 8,32 --turns 3 --max-tokens 32
+
+For each model and batch size B it runs, in one process:
+
+1. **rollout**: `RolloutEngine` on B TextCraft test items (sampling at temperature 1,
+   `--turns` turns of at most `--max-tokens` tokens), recording every `generate` call's
+   context lengths and per-row token counts;
+2. **plain**: the same backend's batched `generate` replayed on random prompts of exactly
+   those lengths, forced to produce exactly the same number of tokens per row
+   (`ignore_eos`), with no cache keys, i.e. plain batched generation that prefills every
+   prompt in full;
+3. **no reuse**: the rollout again with `reuse_cache=False` (the context recomputed every turn).
+
+Figures: generated tokens/s of each; `rollout / plain` (aim >= 0.85: the engine, env steps
+and token bookkeeping cost little); prefill tokens computed vs the minimum (every context
+token once: the prompt, then per turn only the tokens after the previous turn's fed
+context; aim <= 1.3 with reuse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from horizonrl.envs.registry import get_family
+from horizonrl.models import load_model
+from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams
+from horizonrl.rollout.backends.hf import HFBackend
+from horizonrl.rollout.engine import EngineConfig, RolloutEngine
+from horizonrl.rollout.envpool import LocalEnvPool
+from horizonrl.rollout.trajectory import Trajectory
+
+
+class RecordingBackend(HFBackend):
+    """An HFBackend that records the shape of every generate call."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[list[int], list[int]]] = []
+
+    def generate(self, requests, params):  # type: ignore[no-untyped-def]
+        results = super().generate(requests, params)
+        self.calls.append(([len(r.token_ids) for r in requests], [len(r.token_ids) for r in results]))
+        return results
+
+
+def min_prefill(traj: Trajectory) -> int:
+    """Context tokens that must go through the model at least once outside decode steps."""
+    runs, start = [], None
+    for i, m in enumerate([*traj.loss_mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append((start, i))
+            start = None
+    if not runs:
+        return 0
+    # decode feeds every sampled token but the last of each turn; the last turn's context is
+    # everything before its first sampled token
+    return runs[-1][0] - sum(end - begin - 1 for begin, end in runs[:-1])
+
+
+def run_rollout(
+    model: Any, tok: Any, items: list[str], args: argparse.Namespace, reuse: bool
+) -> dict[str, Any]:
+    backend = RecordingBackend(model, tok, reuse_cache=reuse)
+    cfg = EngineConfig(
+        max_turns=args.turns,
+        max_tokens=args.max_tokens,
+        temperature=1.0,
+        batch_size=len(items),
+        max_response_length=8192,
+        progress=False,
+    )
+    engine = RolloutEngine(backend, LocalEnvPool("textcraft"), cfg)
+    start = time.perf_counter()
+    trajs = engine.run(items, seed=args.seed)
+    wall = time.perf_counter() - start
+    sampled = sum(sum(t.loss_mask) for t in trajs)
+    minimum = sum(min_prefill(t) for t in trajs)
+    return {
+        "wall_s": wall,
+        "generate_s": backend.stats.generate_seconds,
+        "sampled": sampled,
+        "tok_s": sampled / wall,
+        "prefill": backend.stats.prefill_tokens,
+        "min_prefill": minimum,
+        "prefill_ratio": backend.stats.prefill_tokens / max(1, minimum),
+        "padded": backend.stats.padded_tokens,
+        "calls": backend.calls,
+        "failed": sum(t.failed for t in trajs),
+    }
+
+
+def run_plain(model: Any, tok: Any, calls: list[tuple[list[int], list[int]]], seed: int) -> dict[str, Any]:
+    backend = HFBackend(model, tok)
+    g = torch.Generator().manual_seed(seed)
+    tokens, seconds = 0, 0.0
+    for lengths, produced in calls:
+        requests = [
+            GenerationRequest(token_ids=torch.randint(200, 40000, (n,), generator=g).tolist(), max_tokens=k)
+            for n, k in zip(lengths, produced, strict=True)
+        ]
+        params = SamplingParams(max_tokens=max(produced), temperature=1.0, seed=seed, ignore_eos=True)
+        start = time.perf_counter()
+        results = backend.generate(requests, params)
+        seconds += time.perf_counter() - start
+        assert [len(r.token_ids) for r in results] == produced
+        tokens += sum(produced)
+    return {
+        "wall_s": seconds,
+        "sampled": tokens,
+        "tok_s": tokens / seconds,
+        "prefill": backend.stats.prefill_tokens,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models", default="tiny,default")
+    parser.add_argument("--batches", default="8,32")
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each kind; the best is kept")
+    parser.add_argument("--no-reuse-run", action="store_true", help="skip the reuse_cache=False rollout")
+    parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    items_all = get_family("textcraft").split("test")
+    rows = []
+    for name in args.models.split(","):
+        model, tok = load_model(name, dtype=args.dtype)
+        for batch in (int(b) for b in args.batches.split(",")):
+            items = items_all[:batch]
+            # alternate the runs and keep each one's best, so load from other processes hits both alike
+            ro = plain = nr = None
+            for _ in range(args.repeats):
+                r1 = run_rollout(model, tok, items, args, reuse=True)
+                p1 = run_plain(model, tok, r1.pop("calls"), args.seed)
+                ro = r1 if ro is None or r1["tok_s"] > ro["tok_s"] else ro
+                plain = p1 if plain is None or p1["tok_s"] > plain["tok_s"] else plain
+                if not args.no_reuse_run:
+                    n1 = run_rollout(model, tok, items, args, reuse=False)
+                    n1.pop("calls")
+                    nr = n1 if nr is None or n1["tok_s"] > nr["tok_s"] else nr
+            assert ro is not None and plain is not None
+            row: dict[str, Any] = {"model": name, "batch": batch, "rollout": ro, "plain": plain}
+            if nr is not None:
+                row["no_reuse"] = nr
+            row["ratio"] = ro["tok_s"] / plain["tok_s"]
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items()}, default=float), flush=True)
+    print()
+    cpu = platform.processor() or platform.machine()
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, {cpu}, repeats {args.repeats} (best)"
+    )
+    print(
+        "| model | batch | rollout tok/s | plain generate tok/s | rollout / plain | prefill / min (reuse) "
+        "| prefill / min (no reuse) | no-reuse rollout tok/s | failed |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        nr = r.get("no_reuse", {})
+        nan = float("nan")
+        print(
+            f"| {r['model']} | {r['batch']} | {r['rollout']['tok_s']:.1f} | {r['plain']['tok_s']:.1f} | "
+            f"{r['ratio']:.2f} | {r['rollout']['prefill_ratio']:.2f} | {nr.get('prefill_ratio', nan):.2f} | "
+            f"{nr.get('tok_s', nan):.1f} | {r['rollout']['failed']} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
+    print(" ".join(["python", *sys.argv]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
