@@ -34,7 +34,8 @@ class Trajectory:
     reward: float = 0.0
     """Sum of env rewards over the episode."""
     num_turns: int = 0
-    """Number of env steps taken."""
+    """Number of assistant turns: env steps, plus model responses without a parsable action
+    (answered with the parse error, env not stepped; counted as a turn, as in the reference)."""
     terminated: bool = False
     truncated: bool = False
     failed: bool = False
