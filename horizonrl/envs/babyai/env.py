@@ -157,6 +157,16 @@ class BabyAIEnv:
         """The name the agent knows `obj` by, or None if it has not seen it."""
         return self._names.name(obj) if self._names.known(obj) else None
 
+    @property
+    def known_cells(self) -> set[Pos]:
+        """Cells the agent has seen this episode."""
+        return set(self._known)
+
+    def known_objects(self) -> list[tuple[str, WorldObj]]:
+        """`(name, object)` of every object whose position the agent knows, in naming order."""
+        found = [(name, self._names.get(name)) for name in self._names.names()]
+        return [(name, obj) for name, obj in found if obj is not None and id(obj) in self._where]
+
     def plan_to(self, obj: WorldObj) -> list[Actions] | None:
         """Primitives that bring the agent to face the known object `obj`, or None."""
         pos = self._where.get(id(obj))

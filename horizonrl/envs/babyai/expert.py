@@ -28,9 +28,10 @@ from typing import Any
 from minigrid.core.actions import Actions
 from minigrid.core.world_object import WorldObj
 from minigrid.envs.babyai.core.verifier import ObjDesc, PutNextInstr
-from minigrid.utils.baby_ai_bot import BabyAIBot, GoNextToSubgoal, OpenSubgoal, PickupSubgoal
+from minigrid.utils.baby_ai_bot import BabyAIBot, DropSubgoal, GoNextToSubgoal, OpenSubgoal, PickupSubgoal
 
 from horizonrl.envs.babyai.env import BabyAIEnv
+from horizonrl.envs.babyai.planner import plan_to_face
 from horizonrl.envs.babyai.text import is_locked, is_open
 from horizonrl.envs.core import EnvError
 
@@ -44,6 +45,22 @@ _PRIMITIVE_TEXT = {
 }
 
 
+MAX_PUSHES_PER_REPLAN = 100
+"""The bot can push subgoals forever in rare layouts; past this many in one replan it gives up."""
+
+
+class _BoundedStack(list[object]):
+    """The bot's subgoal stack, raising when one replan pushes more than `MAX_PUSHES_PER_REPLAN`."""
+
+    pushes = 0
+
+    def append(self, item: object) -> None:
+        self.pushes += 1
+        if self.pushes > MAX_PUSHES_PER_REPLAN:
+            raise RuntimeError(f"the bot pushed {self.pushes} subgoals in one replan (a planning loop)")
+        super().append(item)
+
+
 class BabyAIExpert:
     """Plays BabyAI items to success; see the module docstring for how it stays in sync."""
 
@@ -53,9 +70,10 @@ class BabyAIExpert:
         self.suggested: int | None = None
         self.expected = ""
         self.broken: str | None = None
+        self.unsticking = False
 
     def reset(self, item_id: str, observation: str, info: dict[str, Any]) -> None:
-        self.bot, self.suggested, self.broken = None, None, None
+        self.bot, self.suggested, self.broken, self.unsticking = None, None, None, False
         self.expected, _ = self.shadow.reset(item_id)
         self._check_sync(observation)
         if self._key_box() is None:
@@ -70,13 +88,16 @@ class BabyAIExpert:
     # -- choosing ------------------------------------------------------------------------
 
     def _choose(self) -> tuple[str, str]:
-        if self.broken is not None:
-            return f"My plan broke ({self.broken}); I look around.", "turn left"
         box = self._key_box()
         if self.bot is None and box is not None:
             return self._open_key_box(box)
-        if self.bot is None:
+        if self.bot is None and self.broken is None:
             self._start_bot()
+        if self.broken is not None or self.unsticking:  # unstick by hand, then restart the bot
+            self.bot, self.broken = None, None
+            thought, text = self._unstick()
+            self.unsticking = text.startswith("pickup")  # next: unlock the door with that key
+            return thought, text
         assert self.bot is not None
         action = self.suggested
         env = self.shadow.minigrid
@@ -138,6 +159,9 @@ class BabyAIExpert:
     def _start_bot(self) -> None:
         env = self.shadow.minigrid
         self.bot = BabyAIBot(env)
+        self.bot.stack = _BoundedStack(self.bot.stack)
+        for x, y in self.shadow.known_cells:  # a restarted bot remembers what the agent saw
+            self.bot.vis_mask[x, y] = True
         instrs = getattr(env, "instrs", None)
         if (
             isinstance(instrs, PutNextInstr)
@@ -146,6 +170,11 @@ class BabyAIExpert:
         ):
             # Already holding the object to move: skip "go to it" and "pick it up".
             del self.bot.stack[-2:]
+        elif env.carrying is not None:  # a restarted bot: put down what we hold first
+            drop_pos = self.bot._find_drop_pos()
+            if drop_pos is not None:
+                self.bot.stack.append(DropSubgoal(self.bot))
+                self.bot.stack.append(GoNextToSubgoal(self.bot, drop_pos))
         self._replan(None)
 
     def _after_primitive(self, action: int) -> None:
@@ -154,10 +183,32 @@ class BabyAIExpert:
 
     def _replan(self, action: int | None) -> None:
         assert self.bot is not None
+        if isinstance(self.bot.stack, _BoundedStack):
+            self.bot.stack.pushes = 0
         try:
             self.suggested = self.bot.replan(action)
         except Exception as exc:  # the bot asserts when it gives up; play on without it
             self.broken = f"{type(exc).__name__}: {exc}"[:200]
+
+    def _unstick(self) -> tuple[str, str]:
+        """The bot looped (e.g. two locked doors, the nearer one's key behind the other):
+        unlock a door whose key is known, else look around; the bot restarts afterwards."""
+        known = self.shadow.known_objects()
+        doors = [(name, obj) for name, obj in known if obj.type == "door" and is_locked(obj)]
+        carrying = self.shadow.minigrid.carrying
+        if carrying is not None and carrying.type == "key":
+            for name, door in doors:
+                if door.color == carrying.color and self.shadow.plan_to(door) is not None:
+                    return (
+                        f"I hold the key of the {name}; I unlock it and go through.",
+                        f"toggle and go through {name}",
+                    )
+        if carrying is None:
+            for name, door in doors:
+                for key_name, key in known:
+                    if key.type == "key" and key.color == door.color and self.shadow.plan_to(key) is not None:
+                        return f"The {key_name} opens the locked {name}; I take it.", f"pickup {key_name}"
+        return "I am stuck; I look around for another way.", "turn left"
 
     # -- KeyInBox ------------------------------------------------------------------------
 
@@ -174,8 +225,16 @@ class BabyAIExpert:
     def _open_key_box(self, box: WorldObj) -> tuple[str, str]:
         env = self.shadow.minigrid
         name = self.shadow.name_of(box)
-        if name is None:
-            return "The key must be hidden somewhere; I look around for a box.", "turn left"
+        if name is None:  # not seen yet: walk towards it over the local copy's true grid
+            index = next(i for i, obj in enumerate(env.grid.grid) if obj is box)
+            start = (int(env.agent_pos[0]), int(env.agent_pos[1]), int(env.agent_dir))
+            plan = plan_to_face(
+                start,
+                (index % env.width, index // env.width),
+                lambda pos: (cell := env.grid.get(*pos)) is None or (cell.type == "door" and is_open(cell)),
+            )
+            step = _PRIMITIVE_TEXT[plan[0]] if plan else "turn left"
+            return "The key must be hidden in a box somewhere; I look for it.", step
         if env.grid.get(*env.front_pos) is box:
             return f"The key may be inside the {name}; I open it.", "toggle"
         return f"The key may be inside the {name}; I go to it.", f"go to {name}"

@@ -107,6 +107,9 @@ class ObjectNames:
     def get(self, name: str) -> WorldObj | None:
         return self._by_name.get(name)
 
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
     def matching(self, color: str, type_: str) -> list[str]:
         """Names of known objects of that colour and type, in numbering order."""
         n = self._counts.get((color, type_), 0)
