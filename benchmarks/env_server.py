@@ -39,6 +39,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from horizonrl.server.agentgym import layout_for
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -233,6 +235,7 @@ async def bench(
         sids, nums, reset_ms = await open_sessions(env_conns, args.family, f"{args.family}_{args.item}")
         rss = rss_mib(pid) / c
         body = {"action": args.action}
+        id_field = layout_for(args.family).id_field  # "id", or "env_idx" for search and web
         targets = {
             "echo, plain route (ceiling)": [k.raw("POST", "/echo", body) for k in echo_conns],
             "echo, pydantic route": [k.raw("POST", "/echo_model", body) for k in echo_conns],
@@ -241,7 +244,7 @@ async def bench(
                 for k, sid in zip(env_conns, sids, strict=True)
             ],
             f"horizonrl serve {args.family}, agentgym /step": [
-                k.raw("POST", "/step", {"id": num, **body}) for k, num in zip(env_conns, nums, strict=True)
+                k.raw("POST", "/step", {id_field: num, **body}) for k, num in zip(env_conns, nums, strict=True)
             ],
         }
         results: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
