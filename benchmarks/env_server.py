@@ -244,7 +244,8 @@ async def bench(
                 for k, sid in zip(env_conns, sids, strict=True)
             ],
             f"horizonrl serve {args.family}, agentgym /step": [
-                k.raw("POST", "/step", {id_field: num, **body}) for k, num in zip(env_conns, nums, strict=True)
+                k.raw("POST", "/step", {id_field: num, **body})
+                for k, num in zip(env_conns, nums, strict=True)
             ],
         }
         results: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
