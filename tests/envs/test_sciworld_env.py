@@ -58,6 +58,17 @@ def test_reset_shows_task_and_room(env: SciWorldEnv) -> None:
     assert (info["score"], info["success"]) == (0.0, False)
 
 
+def test_an_item_reads_the_same_whatever_was_played_before(env: SciWorldEnv) -> None:
+    # sciworld_3161's living room holds three wood cups; with JVM default identity hashes
+    # their order changed from one load to the next.
+    first, _ = env.reset("sciworld_3161")
+    env.reset("sciworld_0")
+    env.step("open door to kitchen")
+    env.reset("sciworld_2000")
+    again, _ = env.reset("sciworld_3161")
+    assert first == again
+
+
 def test_wrong_focus_ends_the_episode_with_score_zero(env: SciWorldEnv) -> None:
     env.reset("sciworld_0")  # boil water; the hallway holds a picture
     result = env.step("focus on picture")
