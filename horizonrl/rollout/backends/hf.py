@@ -231,7 +231,10 @@ class HFBackend(PolicyBackend):
         for req in requests:
             if not req.token_ids:
                 raise ValueError("HFBackend needs GenerationRequest.token_ids (a token-level backend)")
-        kept, cached = zip(*(self._take_cache(r) for r in requests), strict=True)
+        taken = [self._take_cache(r) for r in requests]
+        kept: list[_KeptCache | None] = [k for k, _ in taken]
+        cached = [c for _, c in taken]
+        del taken
         new_tokens = [r.token_ids[c:] for r, c in zip(requests, cached, strict=True)]
         max_new = [min(params.max_tokens, r.max_tokens or params.max_tokens) for r in requests]
         steps = max(max_new)
@@ -253,6 +256,7 @@ class HFBackend(PolicyBackend):
             for i, (k, c) in enumerate(zip(kept, cached, strict=True)):
                 if k is not None:
                     buf[:, :, i, :, P - c : P] = k.kv.to(dev)
+        kept.clear()  # the buffer holds them now; keep memory at one copy
         input_ids = torch.full((B, N), self.pad_id, dtype=torch.long, device=dev)
         positions = torch.zeros(B, N, dtype=torch.long, device=dev)
         for i, (toks, c) in enumerate(zip(new_tokens, cached, strict=True)):
