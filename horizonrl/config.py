@@ -69,8 +69,9 @@ class DataConfig:
     split: str = "train"
     """Split of each family to draw training items from."""
     train_files: list[str] = field(default_factory=list)
-    """Data-ID JSON files (`[{"item_id": ...}]`, the reference's `<task>_train.json`) to use
-    instead of the families' splits; SFT/DPO read trajectory JSONL files here."""
+    """RL: Data-ID JSON files (`[{"item_id": ...}]`, the reference's `<task>_train.json`) to use
+    instead of the families' splits. SFT / DPO / AgentEvol (seed set) / an RL warm start: trajectory
+    JSONL files (`horizonrl solve ... --out`, rollout or eval trajectories)."""
     categories: list[str] = field(default_factory=list)
     """Keep only items of these categories (e.g. `["depth 1", "depth 2"]`); empty keeps all."""
     max_items: int | None = None
@@ -307,6 +308,65 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True)
+class SFTConfig:
+    """Supervised fine-tuning on trajectory files (`algorithm.name: sft`, AgentEvol, warm starts)."""
+
+    warmup_steps: int = 0
+    """RL algorithms: SFT steps on `data.train_files` before RL (the warm-started recipe); the run
+    then writes `<output_dir>/sft` and `<output_dir>/rl`. 0: plain RL."""
+    lr: float | None = None
+    """Learning rate of the warm-start SFT phase (None: `trainer.lr`)."""
+    batch_size: int | None = None
+    """Trajectories per SFT step (None: `data.batch_size`)."""
+    success_only: bool = True
+    """Train only on successful trajectories of the files (expert demos all are)."""
+    max_length: int = 4096
+    """Longer tokenized conversations are cut to this many tokens."""
+    eval_before: bool = False
+    """Evaluate the initial model before the first step (`<run>/eval/initial`)."""
+
+    def __post_init__(self) -> None:
+        _check(self.warmup_steps >= 0, "sft.warmup_steps must be >= 0")
+        _check(self.batch_size is None or self.batch_size >= 1, "sft.batch_size must be >= 1 when set")
+        _check(self.max_length >= 2, "sft.max_length must be >= 2")
+
+
+@dataclass(frozen=True)
+class DPOConfig:
+    beta: float = 0.1
+    """Strength of the implicit KL to the reference: loss = -log sigmoid(beta * (chosen - rejected)),
+    each a policy-minus-reference sequence logprob."""
+    pairs: str = "success"
+    """How pairs are built from trajectory files, per item: `success` (a success vs a failure) or
+    `score` (a higher vs a lower score). Files of `{"chosen", "rejected"}` lines are used as given."""
+    max_pairs_per_item: int = 4
+    label_smoothing: float = 0.0
+    """Conservative DPO: the share of the loss that assumes the label is flipped."""
+
+    def __post_init__(self) -> None:
+        _check(self.beta > 0, "dpo.beta must be > 0")
+        _one_of("dpo.pairs", self.pairs, ("success", "score"))
+        _check(self.max_pairs_per_item >= 1, "dpo.max_pairs_per_item must be >= 1")
+        _check(0 <= self.label_smoothing < 0.5, "dpo.label_smoothing must be in [0, 0.5)")
+
+
+@dataclass(frozen=True)
+class AgentEvolConfig:
+    iterations: int = 3
+    """Explore -> keep successes -> SFT rounds."""
+    explore_items: int = 16
+    """Train items rolled out per iteration (`rollout.n` samples each, at `rollout.temperature`)."""
+    max_turns: int | None = None
+    """Turn cap while exploring (None: the schedule's last cap)."""
+    sft_steps: int = 10
+    """SFT steps on the grown set per iteration (`sft.batch_size` or `data.batch_size` each)."""
+
+    def __post_init__(self) -> None:
+        _check(self.iterations >= 1, "agentevol.iterations must be >= 1")
+        _check(self.explore_items >= 1 and self.sft_steps >= 1, "agentevol.explore_items/sft_steps >= 1")
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -317,6 +377,9 @@ class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    dpo: DPOConfig = field(default_factory=DPOConfig)
+    agentevol: AgentEvolConfig = field(default_factory=AgentEvolConfig)
 
 
 _ALIASES = {"type": "type", "rounds": "rounds", "steps_scaling_inter": "every"}

@@ -2,8 +2,9 @@
 
 - actor: the causal LM being trained (all weights, or LoRA adapters via `peft`); on CPU the
   rollout's `hf` backend samples from this very module, so updated weights are used at once.
-- reference: a frozen copy of the initial actor for the KL term; under LoRA the base weights
-  with adapters disabled (no copy); none when `algorithm.kl_coef` is 0.
+- reference: a frozen copy of the initial actor for the KL term (and DPO); under LoRA the base
+  weights with adapters disabled (no copy); none when `algorithm.kl_coef` is 0 (RL) or for
+  SFT / AgentEvol.
 - critic: for estimators whose registry entry says `needs_critic` (gae), the same architecture
   with a scalar head per token (`AutoModelForTokenClassification`, `num_labels=1`), initialised
   from the actor's backbone.
@@ -110,7 +111,7 @@ class Learner:
                     "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
                 )
                 actor = _wrap_lora(actor, lora)
-        elif cfg.algorithm.kl_coef > 0:
+        elif self._needs_reference():
             self.reference = copy.deepcopy(actor).eval().requires_grad_(False).to(device)
         self.actor = actor.to(device)
         t = cfg.trainer
@@ -212,7 +213,9 @@ class Learner:
         )
 
     def _needs_reference(self) -> bool:
-        return self.cfg.algorithm.kl_coef > 0
+        """DPO always; RL when `kl_coef > 0`; SFT / AgentEvol never (no KL term)."""
+        name = self.cfg.algorithm.name
+        return name == "dpo" or (name not in ("sft", "agentevol") and self.cfg.algorithm.kl_coef > 0)
 
     # --- the update ----------------------------------------------------------------------
     def update(self, batch: Batch, step: int) -> dict[str, float]:

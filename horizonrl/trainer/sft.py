@@ -1,0 +1,317 @@
+"""`horizonrl sft CONFIG` (or `train` with `algorithm.name: sft`): supervised fine-tuning on trajectories.
+
+    horizonrl solve textcraft --split train --out runs/demos/textcraft_train.jsonl
+    horizonrl sft configs/sft.yaml data.train_files=[runs/demos/textcraft_train.jsonl]
+
+The loss is the masked next-token NLL on the sampled (assistant) tokens of trajectory JSONL files:
+expert demonstrations (`horizonrl solve`), rollout or eval trajectories, any file in that format.
+
+Tokenization: a trajectory that carries token ids (a model rollout) is used exactly as recorded.
+One that carries only `messages` (an expert demo) is laid out by the rollout's own token-exact
+builder (`horizonrl.agent.chat.TokenConversation`): the prompt as the chat template renders it,
+each assistant content encoded on its own and followed by the end-of-turn token (both loss 1, so
+the model learns to stop), the template's closing and each observation turn as the builder appends
+them during a rollout (loss 0). SFT and RL therefore see the same token streams.
+
+One step takes `data.batch_size` trajectories (a seeded order per epoch with a resumable cursor),
+runs them in micro-batches of `trainer.micro_batch_size` rows of similar length (length
+bucketing: little padding), and takes one optimizer step on the token-mean loss of the batch.
+`loss/sft` and friends go to `metrics.jsonl`; checkpoints hold weights, optimizer and the data
+cursor, so a resumed run equals the uninterrupted one; a greedy eval on `eval.split` ends the run.
+
+Simplifications: no sequence packing (rows are padded, bucketed by length); conversations longer
+than `sft.max_length` tokens are cut at that length.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from horizonrl.agent.chat import ChatFormat, TokenConversation
+from horizonrl.config import Config, to_yaml
+from horizonrl.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
+from horizonrl.trainer.batch import Batch, collate, micro_batches
+from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from horizonrl.trainer.data import ItemSampler
+from horizonrl.trainer.learner import Learner
+from horizonrl.trainer.monitor import Monitor, PhaseTimer
+from horizonrl.trainer.rl import Episode, _as_dict, setup_torch
+
+
+def tokenize_trajectory(traj: Trajectory, fmt: ChatFormat, max_length: int | None = None) -> Trajectory:
+    """`traj` with token ids, loss mask and turn ends; built from `messages` when it has no ids."""
+    if not traj.token_ids:
+        messages = traj.messages
+        first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
+        if first == 0:
+            raise ValueError(f"{traj.item_id}: a conversation must open with system/user messages")
+        conv = TokenConversation(fmt, messages[:first])
+        for message in messages[first:]:
+            if message["role"] == "assistant":
+                ids = fmt.encode(message["content"])
+                if fmt.eot_id is not None:
+                    ids.append(fmt.eot_id)
+                conv.add_assistant(ids, [0.0] * len(ids), "stop")
+            else:
+                conv.add_observation(message["content"])
+        traj = Trajectory.from_dict(
+            {
+                **traj.to_dict(),
+                "token_ids": conv.token_ids,
+                "loss_mask": conv.loss_mask,
+                "logprobs": conv.logprobs,
+                "prompt_length": conv.prompt_length,
+                "turn_ends": conv.turn_ends,
+            }
+        )
+    if max_length is not None and len(traj.token_ids) > max_length:
+        data = traj.to_dict()
+        for key in ("token_ids", "loss_mask", "logprobs"):
+            data[key] = data[key][:max_length]
+        data["turn_ends"] = [e for e in traj.turn_ends if e < max_length]
+        data["prompt_length"] = min(traj.prompt_length, max_length)
+        traj = Trajectory.from_dict(data)
+    return traj
+
+
+def load_trajectories(files: Sequence[str | Path]) -> list[Trajectory]:
+    """Every trajectory of the JSONL `files`, in order; a missing file is an error that names it."""
+    out: list[Trajectory] = []
+    for f in files:
+        if not Path(f).exists():
+            raise FileNotFoundError(
+                f"trajectory file {f} not found (make demos: horizonrl solve FAMILY --out {f})"
+            )
+        out.extend(read_jsonl(f))
+    return out
+
+
+def sft_examples(
+    trajectories: Sequence[Trajectory],
+    fmt: ChatFormat,
+    *,
+    success_only: bool = True,
+    categories: Sequence[str] = (),
+    max_length: int | None = None,
+) -> list[Trajectory]:
+    """The trajectories SFT trains on: not failed, successful (if asked), of `categories`, tokenized."""
+    keep = [
+        t
+        for t in trajectories
+        if not t.failed
+        and (t.success or not success_only)
+        and (not categories or t.category in categories)
+        and (t.token_ids or t.messages)
+    ]
+    examples = [tokenize_trajectory(t, fmt, max_length) for t in keep]
+    return [e for e in examples if sum(e.loss_mask[1:]) > 0]
+
+
+def sft_step(learner: Learner, batch: Batch) -> dict[str, float]:
+    """One optimizer step of token-mean masked NLL over `batch`'s sampled tokens."""
+    t = learner.cfg.trainer
+    actor = learner.actor
+    total = float(batch.loss_mask.sum())
+    actor.train()
+    learner.optimizer.zero_grad(set_to_none=True)
+    loss_sum = 0.0
+    for mb in micro_batches(batch, list(range(batch.size)), t.micro_batch_size):
+        mask = mb.loss_mask.to(learner.device).float()
+        if not mask.any():
+            continue
+        logprobs, _ = learner.token_logprobs(actor, mb, entropy=False)  # (b, L)
+        nll = -(logprobs * mask).sum()
+        (nll / total).backward()
+        loss_sum += float(nll.detach())
+    params = [p for p in actor.parameters() if p.requires_grad]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, t.max_grad_norm)
+    learner.optimizer.step()
+    learner.lr_scheduler.step()
+    actor.eval()
+    return {
+        "loss/sft": loss_sum / max(total, 1.0),
+        "grad/norm": float(grad_norm),
+        "lr": float(learner.lr_scheduler.get_last_lr()[0]),
+        "tokens/sampled": total,
+        "tokens/total": float(batch.attention_mask.sum()),
+    }
+
+
+class SupervisedRun:
+    """What SFT, DPO and AgentEvol share: learner, run dir, metrics, checkpoints, greedy eval."""
+
+    kind = "sft"
+
+    def __init__(self, cfg: Config, *, env_urls: dict[str, str] | None = None) -> None:
+        self.cfg = cfg
+        self.env_urls = dict(env_urls or {})
+        self.run_dir = Path(cfg.trainer.output_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.device = setup_torch(cfg)
+        self.learner = Learner(cfg, self.device)
+        self.fmt = ChatFormat(self.learner.tokenizer)
+        self.step = 0
+        self._rollout: Any = None
+        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
+        self.monitor = Monitor(self.run_dir, cfg.logging, _as_dict(cfg))
+
+    # --- checkpoints ---------------------------------------------------------------------
+    def trainer_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def resume(self) -> None:
+        """Continue from the checkpoint `trainer.resume` selects (if any); drop later metric lines."""
+        checkpoint = resolve_resume(self.cfg.trainer.resume, self.run_dir)
+        if checkpoint is not None:
+            state = load_checkpoint(
+                checkpoint, models=self.learner.models(), optimizers=self.learner.optimizers()
+            )
+            self.step = int(state["step"])
+            self.load_trainer_state(state)
+            self.say(f"resumed from {checkpoint} at step {self.step}")
+        self.monitor.truncate_after(self.step)
+
+    def save(self) -> Path:
+        return save_checkpoint(
+            self.run_dir,
+            self.step,
+            models=self.learner.models(),
+            optimizers=self.learner.optimizers(),
+            trainer_state={"kind": self.kind, **self.trainer_state()},
+            tokenizer=self.learner.tokenizer,
+            keep_last=self.cfg.trainer.keep_last,
+        )
+
+    def final_model_dir(self) -> Path:
+        return self.run_dir / "checkpoints" / f"step_{self.step}" / "model"
+
+    # --- eval ----------------------------------------------------------------------------
+    def rollout(self) -> Any:
+        if self._rollout is None:
+            from horizonrl.trainer.engine_rollout import EngineRollout
+
+            self._rollout = EngineRollout(self.cfg, self.learner.actor, self.learner.tokenizer, self.env_urls)
+        return self._rollout
+
+    def evaluate(self, name: str) -> dict[str, float]:
+        """Greedy rollout of `eval.split`; writes `<run>/<name>/report.json` and its trajectories."""
+        from horizonrl.eval.metrics import success_summary
+        from horizonrl.trainer.data import load_items
+
+        e = self.cfg.eval
+        families = e.families or self.cfg.data.families
+        items = load_items(families, e.split, categories=e.categories, limit=e.limit)
+        cap = e.max_turns or max(self.cfg.schedule.rounds)
+        episodes = [
+            Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
+            for i, item in enumerate(items)
+            for k in range(e.n)
+        ]
+        start = time.perf_counter()
+        self.say(f"eval {name}: {len(episodes)} episodes of {e.split} (greedy, cap {cap} turns)")
+        trajectories = self.rollout()(episodes, step=self.step, greedy=True)
+        out = self.run_dir / name
+        write_jsonl(out / "trajectories.jsonl", trajectories)
+        report = {
+            "step": self.step,
+            "split": e.split,
+            "families": families,
+            "wall_s": round(time.perf_counter() - start, 1),
+            **success_summary(trajectories),
+        }
+        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+        self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n']} ({report['wall_s']} s)")
+        metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
+        self.monitor.log(self.step, metrics)
+        return metrics
+
+    def say(self, text: str) -> None:
+        if self.cfg.logging.console:
+            print(f"horizonrl {self.kind}: {text}", file=sys.stderr, flush=True)
+
+    def due(self, every: int) -> bool:
+        return every > 0 and self.step % every == 0
+
+
+class SFTTrainer(SupervisedRun):
+    """SFT on `examples` (tokenized trajectories) or on the files of `data.train_files`."""
+
+    kind = "sft"
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        examples: Sequence[Trajectory] | None = None,
+        env_urls: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(cfg, env_urls=env_urls)
+        if examples is None:
+            s = cfg.sft
+            raw = load_trajectories(cfg.data.train_files)
+            examples = sft_examples(
+                raw,
+                self.fmt,
+                success_only=s.success_only,
+                categories=cfg.data.categories,
+                max_length=s.max_length,
+            )
+            if cfg.data.max_items:
+                examples = examples[: cfg.data.max_items]
+        if not examples:
+            raise ValueError(
+                f"no SFT examples in {cfg.data.train_files} (success_only={cfg.sft.success_only})"
+            )
+        self.examples = list(examples)
+        self.batch_size = cfg.sft.batch_size or cfg.data.batch_size
+        self.sampler = ItemSampler(
+            [str(i) for i in range(len(self.examples))], seed=cfg.trainer.seed, shuffle=cfg.data.shuffle
+        )
+        self.resume()
+
+    def trainer_state(self) -> dict[str, Any]:
+        return {"data": self.sampler.state_dict()}
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        self.sampler.load_state_dict(state["data"])
+
+    def fit(self) -> dict[str, float]:
+        cfg = self.cfg
+        metrics: dict[str, float] = {}
+        total = cfg.trainer.total_steps
+        trained = self.step < total
+        if self.step == 0 and cfg.sft.eval_before:
+            metrics |= self.evaluate("eval/initial")
+        self.say(f"{len(self.examples)} examples, {self.batch_size} per step, steps {self.step}..{total}")
+        while self.step < total:
+            timer = PhaseTimer()
+            with timer("step"):
+                rows = [self.examples[int(i)] for i in self.sampler.next_batch(self.batch_size)]
+                metrics = sft_step(self.learner, collate(rows))
+            self.step += 1
+            metrics["time/step"] = timer.seconds["step"]
+            metrics["throughput/tokens_per_s"] = metrics["tokens/total"] / max(timer.seconds["step"], 1e-9)
+            self.monitor.log(self.step, metrics)
+            self.say(
+                f"step {self.step}/{total} | loss {metrics['loss/sft']:.4f}"
+                f" | gnorm {metrics['grad/norm']:.2f}"
+                f" | {metrics['tokens/total']:.0f} tok | {metrics['time/step']:.1f} s"
+            )
+            if self.due(cfg.trainer.save_every) or self.step == total:
+                self.save()
+        if not (self.run_dir / "checkpoints" / f"step_{self.step}").exists():
+            self.save()
+        if cfg.eval.at_end and (trained or not (self.run_dir / "eval/final/report.json").exists()):
+            metrics |= self.evaluate("eval/final")
+        self.monitor.close()
+        return metrics

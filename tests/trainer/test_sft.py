@@ -1,0 +1,184 @@
+"""SFT on expert demos with the tiny model: token layout, loss goes down, resume, CLI, warm start."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from horizonrl.agent.chat import ChatFormat, render
+from horizonrl.cli import main
+from horizonrl.config import load_config
+from horizonrl.envs.registry import get_family
+from horizonrl.eval.solve import solve_items
+from horizonrl.models import load_tokenizer
+from horizonrl.rollout.trajectory import write_jsonl
+from horizonrl.trainer.sft import SFTTrainer, sft_examples, tokenize_trajectory
+
+TINY = [
+    "model.path=tiny",
+    "model.gradient_checkpointing=false",
+    "data.families=[textcraft]",
+    "data.categories=[depth 1]",
+    "trainer.num_threads=2",
+    "trainer.lr=1e-3",
+    "logging.tensorboard=false",
+    "logging.console=false",
+]
+
+
+def demo_file(tmp_path, n=4, category="depth 1"):
+    """Expert demos of the first `n` train items of `category`, as `horizonrl solve` writes them."""
+    spec = get_family("textcraft")
+    items = [i for i in spec.split("train") if spec.category_of(i) == category][:n]
+    trajs = solve_items(spec.make_env, spec, items)
+    path = tmp_path / "demos.jsonl"
+    write_jsonl(path, trajs)
+    return path, trajs
+
+
+def metric_rows(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_demo_tokens_are_the_chat_template_and_mask_covers_assistant_turns(tmp_path):
+    _, [demo, *_] = demo_file(tmp_path, n=1, category="depth 2")
+    tok = load_tokenizer("tiny")
+    fmt = ChatFormat(tok)
+    ex = tokenize_trajectory(demo, fmt)
+    assert fmt.decode(ex.token_ids) == render(tok, demo.messages, add_generation_prompt=False)
+    masked = [i for i, m in zip(ex.token_ids, ex.loss_mask, strict=True) if m]
+    replies = [m["content"] for m in demo.messages if m["role"] == "assistant"]
+    assert len(replies) == len(ex.turn_ends) >= 2
+    assert fmt.decode(masked) == "".join(r + fmt.decode([fmt.eot_id]) for r in replies)
+    assert ex.prompt_length == len(fmt.prompt_ids(demo.messages[:2]))
+    assert all(ex.loss_mask[e] == 1 and ex.token_ids[e] == fmt.eot_id for e in ex.turn_ends)
+
+
+def test_filters_failed_unsuccessful_and_other_categories(tmp_path):
+    _, demos = demo_file(tmp_path, n=3)
+    demos[0].success = False
+    demos[1].category = "depth 2"
+    fmt = ChatFormat(load_tokenizer("tiny"))
+    kept = sft_examples(demos, fmt, categories=["depth 1"])
+    assert [t.item_id for t in kept] == [demos[2].item_id]
+    assert len(sft_examples(demos, fmt, success_only=False, categories=["depth 1"])) == 2
+    full = tokenize_trajectory(demos[2], fmt)
+    cut = sft_examples(demos[2:], fmt, max_length=full.prompt_length + 5)[0]
+    assert len(cut.token_ids) == full.prompt_length + 5 and sum(cut.loss_mask) == 5
+    assert sft_examples(demos[2:], fmt, max_length=full.prompt_length) == []  # nothing left to learn
+
+
+def test_loss_decreases_on_fixed_set_and_checkpoint_changes(tmp_path):
+    path, _ = demo_file(tmp_path, n=4)
+    run = tmp_path / "run"
+    cfg = load_config(
+        "configs/sft.yaml",
+        [
+            *TINY,
+            f"data.train_files=[{path}]",
+            f"trainer.output_dir={run}",
+            "data.batch_size=4",
+            "trainer.total_steps=6",
+            "trainer.warmup_steps=0",
+            "trainer.lr=5e-3",
+            "sft.max_length=320",
+            "eval.at_end=false",
+        ],
+    )
+    SFTTrainer(cfg).fit()
+    losses = [r["loss/sft"] for r in metric_rows(run) if "loss/sft" in r]
+    assert len(losses) == 6  # every step sees the same 4 demos (batch = set)
+    assert all(b < a for a, b in zip(losses, losses[1:], strict=False)), losses
+    assert losses[-1] < 0.9 * losses[0]
+    assert (run / "checkpoints" / "step_6" / "model" / "model.safetensors").exists()
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    path, _ = demo_file(tmp_path, n=3)
+    base = [
+        *TINY,
+        f"data.train_files=[{path}]",
+        "data.batch_size=2",
+        "sft.max_length=300",
+        "eval.at_end=false",
+        "trainer.save_every=2",
+    ]
+
+    def train(run, steps):
+        SFTTrainer(
+            load_config(
+                "configs/sft.yaml", [*base, f"trainer.output_dir={run}", f"trainer.total_steps={steps}"]
+            )
+        ).fit()
+
+    train(tmp_path / "straight", 4)
+    train(tmp_path / "resumed", 2)
+    train(tmp_path / "resumed", 4)
+    a = load_file(tmp_path / "straight" / "checkpoints" / "step_4" / "model" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "checkpoints" / "step_4" / "model" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [r["step"] for r in metric_rows(tmp_path / "resumed")] == [1, 2, 3, 4]
+    straight = [r["loss/sft"] for r in metric_rows(tmp_path / "straight")]
+    assert straight == [r["loss/sft"] for r in metric_rows(tmp_path / "resumed")]
+
+
+@pytest.mark.parametrize("command", ["sft", "train"])
+def test_cli_runs_and_evaluates(tmp_path, command):
+    path, _ = demo_file(tmp_path, n=2)
+    run = tmp_path / "run"
+    args = [
+        command,
+        "configs/sft.yaml",
+        *TINY,
+        f"data.train_files=[{path}]",
+        f"trainer.output_dir={run}",
+        "trainer.total_steps=1",
+        "sft.max_length=300",
+        "eval.limit=1",
+        "eval.max_turns=1",
+        "rollout.max_tokens=4",
+    ]
+    if command == "train":
+        args.append("algorithm.name=sft")
+    assert main(args) == 0
+    report = json.loads((run / "eval" / "final" / "report.json").read_text())
+    assert report["n"] == 1 and report["step"] == 1
+    assert metric_rows(run)[0]["loss/sft"] > 0
+
+
+def test_cli_without_train_files_says_what_to_set(tmp_path):
+    with pytest.raises(SystemExit, match="data.train_files"):
+        main(["sft", "configs/sft.yaml", *TINY, "data.train_files=[]", f"trainer.output_dir={tmp_path}"])
+
+
+def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys):
+    path, _ = demo_file(tmp_path, n=2)
+    run = tmp_path / "qs"
+    args = [
+        "train",
+        "configs/quickstart.yaml",
+        *TINY,
+        f"data.train_files=[{path}]",
+        f"trainer.output_dir={run}",
+        "sft.warmup_steps=1",
+        "sft.batch_size=2",
+        "sft.max_length=300",
+        "trainer.total_steps=1",
+        "data.batch_size=1",
+        "rollout.n=2",
+        "rollout.max_tokens=4",
+        "schedule.rounds=[1,1,2]",
+        "eval.limit=1",
+        "eval.max_turns=1",
+    ]
+    assert main(args) == 0
+    for report in ("sft/eval/initial", "sft/eval/final", "rl/eval/final"):
+        assert (run / report / "report.json").exists(), report
+    rl_cfg = (run / "rl" / "config.yaml").read_text()
+    assert str(run / "sft" / "checkpoints" / "step_1" / "model") in rl_cfg
+    out = capsys.readouterr().out
+    assert "| zero-shot |" in out and "| after SFT (1 steps) |" in out and "after SFT + grpo" in out
+    assert (run / "summary.md").read_text().strip() in out
