@@ -14,7 +14,8 @@ the child over a `multiprocessing.Pipe` with `(method, args)` requests and
   `horizonrl.envs.core.EnvError` naming the session and the exit code, the child is
   reaped, and every later call raises the same error at once.
 - `UnknownItemError` raised in the child is raised again in the parent (so the server
-  answers 404 and `check_env` passes); other exceptions raised by the env come back as
+  answers 404 and `check_env` passes), and so is an `EnvError` (the backend inside the
+  worker failed, e.g. its JVM died; the server answers 503); other exceptions raised by the env come back as
   `RuntimeError` with the child's traceback text.
 - Children start from a `forkserver`, which forks from a clean process that has not
   started threads, JVMs or event loops. The factory must therefore be picklable (a
@@ -86,6 +87,8 @@ def _child_main(conn: Connection, factory: Callable[..., TextEnv], kwargs: dict[
                 raise ValueError(f"unknown method {method!r}")
         except UnknownItemError as exc:
             conn.send(("err", "unknown_item", str(exc)))
+        except EnvError as exc:  # the backend failed (e.g. its JVM died); the worker lives on
+            conn.send(("err", "backend", str(exc)))
         except Exception as exc:  # noqa: BLE001 - the env's bug, reported to the parent
             conn.send(("err", "env", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
         else:
@@ -167,6 +170,8 @@ class ProcessEnv:
         _, kind, message = reply
         if kind == "unknown_item":
             raise UnknownItemError(message)
+        if kind == "backend":
+            raise EnvError(f"{self.name}: {message}")
         if kind == "init":
             self._reap(wait=5.0)
             self._fail(f"env factory failed in the worker: {message}")
