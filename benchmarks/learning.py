@@ -1,16 +1,18 @@
 """Learner throughput and learning curves.
 
     python benchmarks/learning.py throughput [--model default] [--rows 8] [--length 640]
-    python benchmarks/learning.py curve [--minutes 15] [--steps 8] [overrides ...]
+    python benchmarks/learning.py recipe [--out runs/bench_learning] [--skip-run]
 
 `throughput`: the trainer's update phase (PPO loss, entropy, KL, micro-batching, gradient
 clipping, optimizer step) in trained tokens/s, against a plain forward+backward (causal-LM
 loss, same model, same micro-batches, same bf16 autocast and checkpointing) of the same batch.
 The score phase (old / reference logprobs, no grad) is reported separately.
 
-`curve`: trains the default model on TextCraft depth 1-2 with GRPO and the stepwise schedule,
-evaluating greedy test success before and after; then the same number of steps with a
-fixed-short cap, a fixed-long cap and the stepwise schedule (needs the rollout engine).
+`recipe`: the default model on TextCraft test items of depth 1-2 (the quickstart's eval items):
+greedy success zero-shot, after SFT on expert demos, after SFT + GRPO (stepwise turn schedule) —
+one `horizonrl train configs/quickstart.yaml` — and after AgentEvol (`horizonrl agentevol
+configs/agentevol.yaml`), each with its command and wall time, as a Markdown table (also written
+to `<out>/learning.md`). `--skip-run` only tabulates runs already in `<out>`.
 """
 
 from __future__ import annotations
@@ -132,6 +134,88 @@ def throughput(args: argparse.Namespace) -> dict[str, float]:
         return report
 
 
+def _phase_seconds(run: Path) -> float:
+    """Seconds of training steps logged in `run/metrics.jsonl` (`time/step`)."""
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return 0.0
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return float(sum(r.get("time/step") or 0.0 for r in rows))
+
+
+def _run(cmd: list[str]) -> float:
+    import subprocess
+
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    return time.perf_counter() - start
+
+
+def recipe(args: argparse.Namespace) -> str:
+    from horizonrl.trainer.main import summary_table
+
+    out = Path(args.out)
+    demos = out / "demos.jsonl"
+    qs, ae = out / "quickstart", out / "agentevol"
+    qs_cmd = [
+        "horizonrl",
+        "train",
+        "configs/quickstart.yaml",
+        f"data.train_files=[{demos}]",
+        f"trainer.output_dir={qs}",
+        *args.overrides,
+    ]
+    ae_cmd = [
+        "horizonrl",
+        "agentevol",
+        "configs/agentevol.yaml",
+        f"data.train_files=[{demos}]",
+        f"trainer.output_dir={ae}",
+        *args.overrides,
+    ]
+    walls: dict[str, float] = (
+        json.loads((out / "walls.json").read_text()) if (out / "walls.json").exists() else {}
+    )
+    if not args.skip_run:
+        out.mkdir(parents=True, exist_ok=True)
+        if not demos.exists():
+            _run(["horizonrl", "solve", "textcraft", "--split", "train", "--out", str(demos)])
+        load = os.getloadavg()[0]
+        walls["quickstart"] = _run(qs_cmd)
+        walls["agentevol"] = _run(ae_cmd)
+        walls["load_before"] = load
+        walls["load_after"] = os.getloadavg()[0]
+        (out / "walls.json").write_text(json.dumps(walls))
+    iters = (
+        sorted((ae / "eval").glob("iter_*"), key=lambda p: int(p.name.split("_")[1])) if ae.exists() else []
+    )
+    table = summary_table(
+        [
+            ("zero-shot", qs / "sft/eval/initial/report.json"),
+            ("after SFT", qs / "sft/eval/final/report.json"),
+            ("after SFT + GRPO (stepwise)", qs / "rl/eval/final/report.json"),
+            *[(f"after AgentEvol ({p.name.replace('_', ' ')})", p / "report.json") for p in iters],
+        ]
+    )
+    lines = [
+        table,
+        "",
+        f"- quickstart (zero-shot eval, SFT, eval, GRPO, eval): `{' '.join(qs_cmd)}` — "
+        f"{walls.get('quickstart', 0):.0f} s wall; SFT steps {_phase_seconds(qs / 'sft'):.0f} s, "
+        f"GRPO steps {_phase_seconds(qs / 'rl'):.0f} s",
+        f"- AgentEvol: `{' '.join(ae_cmd)}` — {walls.get('agentevol', 0):.0f} s wall; "
+        f"SFT steps {_phase_seconds(ae):.0f} s",
+        f"- load average (1 min) before / after: {walls.get('load_before', float('nan')):.1f} / "
+        f"{walls.get('load_after', float('nan')):.1f} on {os.cpu_count()} cores",
+    ]
+    text = "\n".join(lines)
+    if out.exists():
+        (out / "learning.md").write_text(text + "\n")
+    print(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -145,9 +229,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--micro", type=int, default=4)
     p.add_argument("--kl", type=float, default=0.001)
     p.add_argument("--repeats", type=int, default=2)
+    p = sub.add_parser("recipe")
+    p.add_argument("--out", default="runs/bench_learning")
+    p.add_argument("--skip-run", action="store_true", help="only tabulate the runs already in --out")
+    p.add_argument("overrides", nargs="*", default=[], help="dotted overrides for both runs")
     args = parser.parse_args(argv)
     if args.cmd == "throughput":
         throughput(args)
+    elif args.cmd == "recipe":
+        recipe(args)
     return 0
 
 

@@ -72,6 +72,13 @@ def run(cfg: Config) -> int:
         elif cfg.sft.warmup_steps > 0:
             warm_started_rl(cfg, urls)
         else:
+            jsonl = [f for f in cfg.data.train_files if str(f).endswith(".jsonl")]
+            if jsonl:
+                raise SystemExit(
+                    f"horizonrl train: data.train_files {jsonl} look like trajectory files, which only SFT "
+                    "reads (set sft.warmup_steps > 0 for a warm start); plain RL reads Data-ID JSON item "
+                    "files, or set data.train_files=[] to use the families' splits"
+                )
             from horizonrl.trainer.rl import RLTrainer
 
             RLTrainer(cfg, env_urls=urls).fit()

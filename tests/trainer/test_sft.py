@@ -182,3 +182,10 @@ def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "| zero-shot |" in out and "| after SFT (1 steps) |" in out and "after SFT + grpo" in out
     assert (run / "summary.md").read_text().strip() in out
+
+
+def test_plain_rl_with_trajectory_files_says_what_to_do(tmp_path):
+    path, _ = demo_file(tmp_path, n=1)
+    args = ["train", "configs/quickstart.yaml", *TINY, f"data.train_files=[{path}]", "sft.warmup_steps=0"]
+    with pytest.raises(SystemExit, match="trajectory files"):
+        main([*args, f"trainer.output_dir={tmp_path / 'run'}"])

@@ -23,6 +23,8 @@ BASE = [
     "trainer.critic_lr=1e-3",
     "eval.at_end=false",
     "logging.console=false",
+    "sft.warmup_steps=0",  # the quickstart config warm-starts with SFT on demo files;
+    "data.train_files=[]",  # these tests exercise plain RL on the split's items
 ]
 
 
