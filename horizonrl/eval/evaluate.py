@@ -7,7 +7,9 @@
     horizonrl eval configs/eval_textcraft.yaml limit=5       # the same settings from YAML
 
 Writes `OUT/report.json`, `OUT/report.md` and `OUT/trajectories.jsonl` (see
-`horizonrl.eval.report`). Greedy (temperature 0) by default; `--n K` samples K times per
+`horizonrl.eval.report`). While it runs, each finished episode is appended to
+`OUT/trajectories.partial.jsonl` (removed at the end), so a long eval that is stopped
+keeps what it played. Greedy (temperature 0) by default; `--n K` samples K times per
 item (same env seed) for avg@K / pass@K. Episodes whose env broke are reported as failed
 (they count as unsolved) and the eval carries on; the command exits 1 only when every
 episode failed.
@@ -183,13 +185,15 @@ def run_eval(
             backend.close()
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
-    traj_path = out / "trajectories.jsonl"
+    traj_path, partial = out / "trajectories.jsonl", out / "trajectories.partial.jsonl"
     traj_path.write_text("")
+    partial.write_text("")
     blocks: dict[str, dict[str, Any]] = {}
     timing: dict[str, Any] = {}
     start = time.perf_counter()
     tokens = 0
     for family in settings.env:
+        run_kwargs.setdefault("on_finish", lambda traj: write_jsonl(partial, [traj], append=True))
         trajectories, summary, engine = evaluate_family(backend, settings, family, **run_kwargs)
         write_jsonl(traj_path, trajectories, append=True)
         blocks[family] = summary
@@ -200,6 +204,7 @@ def run_eval(
     report = combine(blocks, model=settings.model, split=settings.split, k=settings.n, settings=settings_dict)
     report["timing"] = timing
     write_report(report, out)
+    partial.unlink()
     return report
 
 

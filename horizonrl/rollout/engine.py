@@ -132,6 +132,7 @@ class RolloutEngine:
         self.prompt = prompt or get_prompt(pool.family)
         self.fmt = ChatFormat(backend.tokenizer) if backend.token_level else None
         self.stats = EngineStats()
+        self._on_finish: Callable[[Trajectory], None] | None = None
 
     def run(
         self,
@@ -142,11 +143,21 @@ class RolloutEngine:
         max_turns: int | Sequence[int] | None = None,
         group_offset: int = 0,
         on_round: RoundHook | None = None,
+        on_finish: Callable[[Trajectory], None] | None = None,
     ) -> list[Trajectory]:
-        """Play every item `n` times; returns trajectories in (item, sample) order."""
+        """Play every item `n` times; returns trajectories in (item, sample) order.
+
+        `on_round(round, live_episodes)` runs after each round; `on_finish(trajectory)` as each
+        episode ends (e.g. to stream results to disk during a long eval)."""
         return asyncio.run(
             self.arun(
-                item_ids, n=n, seed=seed, max_turns=max_turns, group_offset=group_offset, on_round=on_round
+                item_ids,
+                n=n,
+                seed=seed,
+                max_turns=max_turns,
+                group_offset=group_offset,
+                on_round=on_round,
+                on_finish=on_finish,
             )
         )
 
@@ -159,6 +170,7 @@ class RolloutEngine:
         max_turns: int | Sequence[int] | None = None,
         group_offset: int = 0,
         on_round: RoundHook | None = None,
+        on_finish: Callable[[Trajectory], None] | None = None,
     ) -> list[Trajectory]:
         """`run` inside a running event loop. `max_turns` may give one cap per item (mixed schedules)."""
         cfg = self.config
@@ -183,6 +195,7 @@ class RolloutEngine:
         start = time.perf_counter()
         progress = RolloutProgress(len(episodes), enabled=cfg.progress)
         self.backend.clear()
+        self._on_finish = on_finish
         try:
             with progress:
                 while waiting or live:
@@ -332,6 +345,8 @@ class RolloutEngine:
             ep.closed = True
             self.backend.release(ep.index)
             self._write(ep)
+            if self._on_finish is not None:
+                self._on_finish(ep.traj)
             if ep.env is not None:
                 closing.append(self.pool.release(ep.env, broken=ep.broken))
                 ep.env = None

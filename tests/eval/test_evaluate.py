@@ -38,6 +38,7 @@ def _check_outputs(out, n_items: int, k: int = 1) -> dict:
         assert set(REPORT_FIELDS[2:]) <= set(block)
     md = (out / "report.md").read_text()
     assert "| category |" in md and "| depth 1 |" in md
+    assert not (out / "trajectories.partial.jsonl").exists()  # only kept when an eval is stopped
     lines = (out / "trajectories.jsonl").read_text().splitlines()
     assert len(lines) == n_items * k
     for line in lines:

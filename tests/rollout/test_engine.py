@@ -56,7 +56,9 @@ def _win_on_second_turn(req):
 def test_scripted_episodes_succeed_with_exact_tokens(tok):
     backend = ScriptedBackend(tok, _win_on_second_turn)
     engine = _engine(backend, max_turns=5)
-    trajs = engine.run(["toy_0", "toy_1"])
+    finished: list[Trajectory] = []
+    trajs = engine.run(["toy_0", "toy_1"], on_finish=finished.append)
+    assert sorted(t.item_id for t in finished) == ["toy_0", "toy_1"] and finished[0].token_ids
     for t in trajs:
         assert (t.success, t.terminated, t.truncated, t.failed) == (True, True, False, False)
         assert t.num_turns == 2 and t.turn_rewards == [0.0, 1.0] and t.reward == 1.0
