@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,6 +84,35 @@ def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config
     raw = [float(t.success) if a.reward == "success" else t.reward for t in trajectories]
     outcome = torch.tensor([r * keep for r, keep in zip(raw, zero_failed, strict=True)])
     return place_rewards(batch.loss_mask, outcome)
+
+
+def evaluate_policy(cfg: Config, rollout: Rollout, out: Path, step: int) -> dict[str, Any]:
+    """Greedy rollout of `cfg.eval` items; writes `out/trajectories.jsonl` and `out/report.json`."""
+    from horizonrl.eval.metrics import success_summary
+    from horizonrl.trainer.data import load_items
+
+    e = cfg.eval
+    families = e.families or cfg.data.families
+    items = load_items(families, e.split, categories=e.categories, limit=e.limit)
+    cap = e.max_turns or max(cfg.schedule.rounds)
+    episodes = [
+        Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
+        for i, item in enumerate(items)
+        for k in range(e.n)
+    ]
+    start = time.perf_counter()
+    trajectories = rollout(episodes, step=step, greedy=True)
+    write_jsonl(out / "trajectories.jsonl", trajectories)
+    report = {
+        "step": step,
+        "split": e.split,
+        "families": families,
+        "max_turns": cap,
+        "wall_s": round(time.perf_counter() - start, 1),
+        **success_summary(trajectories),
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
 
 
 class RLTrainer:
@@ -218,23 +248,7 @@ class RLTrainer:
 
     def evaluate(self, name: str) -> dict[str, float]:
         """Greedy rollout on the eval split; writes `<run>/<name>/report.json` (+ trajectories)."""
-        from horizonrl.eval.metrics import success_summary
-        from horizonrl.trainer.data import load_items
-
-        e = self.cfg.eval
-        families = e.families or self.cfg.data.families
-        items = load_items(families, e.split, categories=e.categories, limit=e.limit)
-        cap = e.max_turns or max(self.cfg.schedule.rounds)
-        episodes = [
-            Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
-            for i, item in enumerate(items)
-            for k in range(e.n)
-        ]
-        trajectories = self._rollout()(episodes, step=self.step, greedy=True)
-        out = self.run_dir / name
-        write_jsonl(out / "trajectories.jsonl", trajectories)
-        report = {"step": self.step, "split": e.split, "families": families, **success_summary(trajectories)}
-        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+        report = evaluate_policy(self.cfg, self._rollout(), self.run_dir / name, self.step)
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
         self.monitor.log(self.step, metrics)
         return metrics

@@ -25,9 +25,7 @@ than `sft.max_length` tokens are cut at that length.
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,13 +34,13 @@ import torch
 
 from horizonrl.agent.chat import ChatFormat, TokenConversation
 from horizonrl.config import Config, to_yaml
-from horizonrl.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
+from horizonrl.rollout.trajectory import Trajectory, read_jsonl
 from horizonrl.trainer.batch import Batch, collate, micro_batches
 from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from horizonrl.trainer.data import ItemSampler
 from horizonrl.trainer.learner import Learner
 from horizonrl.trainer.monitor import Monitor, PhaseTimer
-from horizonrl.trainer.rl import Episode, _as_dict, setup_torch
+from horizonrl.trainer.rl import _as_dict, evaluate_policy, setup_torch
 
 
 def tokenize_trajectory(traj: Trajectory, fmt: ChatFormat, max_length: int | None = None) -> Trajectory:
@@ -205,31 +203,8 @@ class SupervisedRun:
 
     def evaluate(self, name: str) -> dict[str, float]:
         """Greedy rollout of `eval.split`; writes `<run>/<name>/report.json` and its trajectories."""
-        from horizonrl.eval.metrics import success_summary
-        from horizonrl.trainer.data import load_items
-
-        e = self.cfg.eval
-        families = e.families or self.cfg.data.families
-        items = load_items(families, e.split, categories=e.categories, limit=e.limit)
-        cap = e.max_turns or max(self.cfg.schedule.rounds)
-        episodes = [
-            Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
-            for i, item in enumerate(items)
-            for k in range(e.n)
-        ]
-        start = time.perf_counter()
-        self.say(f"eval {name}: {len(episodes)} episodes of {e.split} (greedy, cap {cap} turns)")
-        trajectories = self.rollout()(episodes, step=self.step, greedy=True)
-        out = self.run_dir / name
-        write_jsonl(out / "trajectories.jsonl", trajectories)
-        report = {
-            "step": self.step,
-            "split": e.split,
-            "families": families,
-            "wall_s": round(time.perf_counter() - start, 1),
-            **success_summary(trajectories),
-        }
-        (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+        self.say(f"eval {name}: greedy rollouts of the {self.cfg.eval.split} split")
+        report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step)
         self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n']} ({report['wall_s']} s)")
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
         self.monitor.log(self.step, metrics)

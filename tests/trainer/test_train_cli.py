@@ -25,6 +25,9 @@ BASE = [
     "logging.console=false",
     "sft.warmup_steps=0",  # the quickstart config warm-starts with SFT on demo files;
     "data.train_files=[]",  # these tests exercise plain RL on the split's items
+    # The random tiny model never solves an item, so every advantage is 0 and the entropy bonus is
+    # what moves the weights here (non-zero advantages per estimator are tested in tests/algos).
+    "algorithm.entropy_coef=0.01",
 ]
 
 
