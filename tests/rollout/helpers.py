@@ -79,31 +79,6 @@ class CountingEnv:
         self.closed = True
 
 
-class ThreadedServer:
-    """A FastAPI app served by uvicorn on a free 127.0.0.1 port in a background thread."""
-
-    def __init__(self, app: Any) -> None:
-        import threading
-
-        import uvicorn
-
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
-
-
 class ServeProcess:
     """`horizonrl serve FAMILY --port 0` in a subprocess; `url` once it says it is ready."""
 

@@ -12,7 +12,7 @@ from horizonrl.eval.evaluate import EvalSettings, run_eval
 from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams
 from horizonrl.rollout.backends.openai import OpenAIBackend
 from horizonrl.rollout.trajectory import read_jsonl
-from tests.rollout.helpers import ThreadedServer
+from tests.threaded_server import ThreadedServer
 
 REPLY = "Thought: Let me look at what I carry.\nAction: inventory"
 
@@ -49,7 +49,7 @@ def _chat_app(seen: list[dict[str, Any]]) -> FastAPI:
 @pytest.fixture(scope="module")
 def chat_server():
     seen: list[dict[str, Any]] = []
-    server = ThreadedServer(_chat_app(seen))
+    server = ThreadedServer(_chat_app(seen), lifespan="off")
     yield server, seen
     server.stop()
 

@@ -5,39 +5,23 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 import tests.server.toyenv  # noqa: F401 - registers the toy families
 from horizonrl.server.app import create_app, uvicorn_options
+from tests.threaded_server import ThreadedServer
 
 
-class ServerThread:
+class ServerThread(ThreadedServer):
     """`create_app(...)` served by uvicorn in a thread; `url` once started, `stop()` runs shutdown."""
 
     def __init__(self, family: str, **app_kwargs: Any) -> None:
         self.app = create_app(family, **app_kwargs)
         self.store = self.app.state.store
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, **uvicorn_options("warning"))
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+        super().__init__(self.app, start_timeout=20.0, **uvicorn_options("warning"))
 
 
 class ServerProcess:
