@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--server", default=None, help="env server URL (one family)")
+    p.add_argument(
+        "--dtype", default=None, choices=("float32", "bfloat16"), help="hf weights (bfloat16: ~1.7x on CPU)"
+    )
     p.add_argument("--out", default=None)
     p.add_argument("overrides", nargs="*", default=[], help="dotted.key=value overrides")
     p.set_defaults(func=_handler("horizonrl.eval.evaluate:eval_main"))

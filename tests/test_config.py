@@ -66,6 +66,16 @@ def test_validation_runs_on_load():
         load_config(None, ["rollout.n=0"])
 
 
+def test_cross_key_checks_name_both_keys():
+    with pytest.raises(ConfigError, match=r"rollout.dtype=bfloat16.*recompute_old_logprobs=true"):
+        load_config(None, ["rollout.dtype=bfloat16", "algorithm.recompute_old_logprobs=false"])
+    with pytest.raises(ConfigError, match=r"filter_groups needs a group estimator.*'gae'"):
+        load_config(None, ["algorithm.filter_groups=true", "algorithm.name=ppo"])
+    with pytest.raises(ConfigError, match=r"rollout.dtype='float16' is not valid"):
+        load_config(None, ["rollout.dtype=float16"])
+    assert load_config(None, ["algorithm.filter_groups=true", "algorithm.name=rloo"]).algorithm.filter_groups
+
+
 def test_algorithm_name_implies_the_estimator():
     assert load_config(None, ["algorithm.name=ppo"]).algorithm.estimator == "gae"
     assert load_config(None, ["algorithm.name=reinforce_pp"]).algorithm.estimator == "reinforce_pp"

@@ -203,6 +203,9 @@ class Estimator:
     fn: EstimatorFn
     needs_critic: bool = False
     """The trainer builds and trains a value model only for estimators that read `values`."""
+    group_relative: bool = False
+    """Advantages compare samples of one item, so a group whose rewards are all equal has all-0
+    advantages (what `algorithm.filter_groups` drops)."""
 
     def __call__(
         self,
@@ -217,8 +220,8 @@ class Estimator:
 
 ESTIMATORS: dict[str, Estimator] = {
     "gae": Estimator(gae, needs_critic=True),
-    "grpo": Estimator(grpo),
-    "rloo": Estimator(rloo),
+    "grpo": Estimator(grpo, group_relative=True),
+    "rloo": Estimator(rloo, group_relative=True),
     "reinforce_pp": Estimator(reinforce_pp),
 }
 

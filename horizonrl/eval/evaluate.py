@@ -107,6 +107,7 @@ _FLAGS = (
     "temperature",
     "seed",
     "server",
+    "dtype",
     "out",
 )
 

@@ -1,9 +1,11 @@
 """The trainer's rollout phase on `horizonrl.rollout.engine.RolloutEngine` with the `hf` backend.
 
-The backend samples from the learner's own `nn.Module` (no weight copy on CPU), so each step's
-rollout uses the weights of the last update; kept KV caches are dropped at the start of every
-run. Items of several families in one batch are played family by family (one engine per
-family; they share the backend). Families with a URL in `env_urls` are played through their
+The backend samples from the learner's own `nn.Module` (no weight copy), or with
+`rollout.dtype: bfloat16` from a bf16 copy whose parameters are refreshed from the learner's
+before every call (buffers such as RoPE frequencies stay fp32). Either way each step's rollout
+uses the weights of the last update; kept KV caches are dropped at the end of every run.
+Items of several families in one batch are played family by family (one engine per family;
+they share the backend). Families with a URL in `env_urls` are played through their
 env server, the others in-process.
 
 Sampling is seeded per step (`trainer.seed`, step), and a fresh engine is built per call, so a
@@ -12,8 +14,11 @@ resumed run samples exactly what the uninterrupted run sampled.
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from typing import Any
+
+import torch
 
 from horizonrl.config import Config
 from horizonrl.envs.core import parse_item_id
@@ -32,7 +37,22 @@ class EngineRollout:
             )
         self.cfg = cfg
         self.env_urls = env_urls
-        self.backend = HFBackend(model=model, tokenizer=tokenizer)
+        self.source = model
+        self.sampler_model = model
+        dtype = getattr(torch, cfg.rollout.dtype)
+        if next(model.parameters()).dtype != dtype:
+            self.sampler_model = copy.deepcopy(model).eval().requires_grad_(False)
+            for p in self.sampler_model.parameters():
+                p.data = p.data.to(dtype)
+        self.backend = HFBackend(model=self.sampler_model, tokenizer=tokenizer)
+
+    @torch.no_grad()
+    def sync_weights(self) -> None:
+        """Copy the learner's current parameters into the sampling copy (no-op when shared)."""
+        if self.sampler_model is self.source:
+            return
+        for dst, src in zip(self.sampler_model.parameters(), self.source.parameters(), strict=True):
+            dst.copy_(src)
 
     def _pool(self, family: str) -> EnvPool:
         if family in self.env_urls:
@@ -41,6 +61,7 @@ class EngineRollout:
 
     def __call__(self, episodes: list[Episode], *, step: int, greedy: bool = False) -> list[Trajectory]:
         r, e = self.cfg.rollout, self.cfg.eval
+        self.sync_weights()
         # groups in plan order: (item, cap, episodes of the group)
         groups: dict[int, list[Episode]] = defaultdict(list)
         for ep in episodes:

@@ -266,6 +266,15 @@ class Learner:
         out["lr"] = float(self.lr_scheduler.get_last_lr()[0])
         return out
 
+    def skip_update(self) -> None:
+        """A step with nothing to train on: no optimizer step, but the LR schedule advances so
+        the learning rate stays a function of the step."""
+        with warnings.catch_warnings():  # torch warns when no optimizer step came first
+            warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*", category=UserWarning)
+            self.lr_scheduler.step()
+            if self.critic_scheduler is not None:
+                self.critic_scheduler.step()
+
     def _micro_step(self, mb: Batch, weight: float) -> dict[str, float]:
         """Forward + backward of one micro-batch, scaled by its share `weight` of the mini-batch."""
         a = self.cfg.algorithm

@@ -70,6 +70,33 @@ def setup_torch(cfg: Config) -> torch.device:
     return torch.device(t.device)
 
 
+def trajectory_return(traj: Trajectory, cfg: Config) -> float:
+    """The reward total `turn_rewards_batch` places on one trajectory's tokens."""
+    a = cfg.algorithm
+    if traj.failed:
+        return 0.0
+    if a.reward == "turn":
+        return float(sum(traj.turn_rewards))
+    return float(traj.success) if a.reward == "success" else traj.reward
+
+
+def select_for_update(
+    trajectories: list[Trajectory], cfg: Config
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """The trajectories the update trains on: failed ones dropped (`algorithm.failed: drop`) and,
+    with `algorithm.filter_groups`, every group whose rewards are all equal (all-0 advantages)."""
+    a = cfg.algorithm
+    kept = [t for t in trajectories if not (t.failed and a.failed == "drop")]
+    if not a.filter_groups:
+        return kept, {}
+    returns: dict[int, list[float]] = {}
+    for t in kept:
+        returns.setdefault(t.group_id, []).append(trajectory_return(t, cfg))
+    informative = {g for g, r in returns.items() if len(r) > 1 and max(r) - min(r) > 1e-9}
+    stats = {"groups/informative_frac": len(informative) / max(1, len(returns))}
+    return [t for t in kept if t.group_id in informative], stats
+
+
 def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config) -> torch.Tensor:
     """`token_rewards (B, T)` per `algorithm.reward` (see AlgorithmConfig), on sampled tokens only."""
     a = cfg.algorithm
@@ -150,16 +177,19 @@ class RLTrainer:
                     episodes = self.plan_episodes(self.step)
                     trajectories = rollout(episodes, step=self.step)
                 with timer("score"):
-                    kept = [t for t in trajectories if not (t.failed and cfg.algorithm.failed == "drop")]
+                    kept, select_stats = select_for_update(trajectories, cfg)
                     batch = self.learner.score(collate(kept)) if kept else None
                 with timer("advantages"):
                     batch, adv_stats = self.advantages(batch, kept)
                 with timer("update"):
                     update_stats = self.learner.update(batch, self.step) if batch is not None else {}
+                    if batch is None:
+                        self.learner.skip_update()
             success = sum(t.success for t in trajectories) / max(1, len(trajectories))
             self.schedule.update(self.step, success)
             self.step += 1
-            metrics = self.log(episodes, trajectories, batch, {**adv_stats, **update_stats}, timer)
+            stats = {**select_stats, **adv_stats, **update_stats, "update/skipped": float(batch is None)}
+            metrics = self.log(episodes, trajectories, batch, stats, timer)
             if self._due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
                 self.save()
             if self._due(cfg.eval.every):

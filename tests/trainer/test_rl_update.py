@@ -76,3 +76,45 @@ def test_micro_batching_gives_the_same_update(tmp_path, scripted_rollout):
         runs.append(trainer.learner.actor.state_dict())
     for key in runs[0]:
         torch.testing.assert_close(runs[0][key], runs[1][key], rtol=1e-4, atol=1e-6)
+
+
+class _OneGroupFails:
+    """The scripted rollout, but every sample of the groups in `failing` fails (reward 0)."""
+
+    def __init__(self, inner, failing):
+        self.inner, self.failing = inner, failing
+
+    def __call__(self, episodes, *, step, greedy=False):
+        out = self.inner(episodes, step=step, greedy=greedy)
+        groups = sorted({t.group_id for t in out})
+        for t in out:
+            if groups.index(t.group_id) in self.failing:
+                t.success, t.score, t.reward = False, 0.0, 0.0
+                t.turn_rewards = [0.0] * len(t.turn_rewards)
+        return out
+
+
+def test_filter_groups_trains_on_informative_groups_only(tmp_path, scripted_rollout):
+    both = RLTrainer(
+        _config(tmp_path / "a", "algorithm.filter_groups=true"), rollout=_OneGroupFails(scripted_rollout, {0})
+    )
+    metrics = both.fit()
+    assert metrics["groups/informative_frac"] == 0.5 and metrics["update/skipped"] == 0.0
+    # the same update as training on the informative group alone: the filtered group adds nothing
+    # to the gradient, and token-mean now averages over the informative group's tokens only
+    assert metrics["advantages/abs_mean"] > 0
+    [row] = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert row["success/mean"] == 0.25  # logged over all 4 episodes, trained on 2
+
+
+def test_no_informative_group_skips_the_optimizer_step(tmp_path, scripted_rollout):
+    cfg = _config(tmp_path, "algorithm.filter_groups=true", "algorithm.entropy_coef=0.01")
+    trainer = RLTrainer(cfg, rollout=_OneGroupFails(scripted_rollout, {0, 1}))
+    before = {k: v.clone() for k, v in trainer.learner.actor.state_dict().items()}
+    lr_before = trainer.learner.lr_scheduler.last_epoch
+    metrics = trainer.fit()
+    assert metrics["update/skipped"] == 1.0 and metrics["groups/informative_frac"] == 0.0
+    after = trainer.learner.actor.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before), "weights moved with nothing to learn"
+    assert trainer.learner.lr_scheduler.last_epoch == lr_before + 1
+    assert (tmp_path / "checkpoints" / "step_1").exists()

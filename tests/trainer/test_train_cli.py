@@ -28,6 +28,7 @@ BASE = [
     # The random tiny model never solves an item, so every advantage is 0 and the entropy bonus is
     # what moves the weights here (non-zero advantages per estimator are tested in tests/algos).
     "algorithm.entropy_coef=0.01",
+    "algorithm.filter_groups=false",  # (the quickstart drops all-equal groups; here all are equal)
 ]
 
 
@@ -83,3 +84,33 @@ def test_stepwise_caps_over_four_steps_and_across_resume(tmp_path):
         trajs = _trajectories(run, step)
         assert all(t["max_turns"] == cap and 1 <= t["num_turns"] <= cap for t in trajs)
         assert max(t["num_turns"] for t in trajs) == rows[step - 1]["turns/max"]
+
+
+def test_bf16_sampling_copy_follows_the_learner(tmp_path):
+    """rollout.dtype=bfloat16 samples from a bf16 copy that is refreshed before every rollout."""
+    from horizonrl.config import load_config
+    from horizonrl.trainer.rl import RLTrainer
+
+    run = tmp_path / "run"
+    overrides = [*BASE, f"trainer.output_dir={run}", "trainer.total_steps=1", "schedule.rounds=[2]"]
+    overrides += ["schedule.type=fixed", "rollout.dtype=bfloat16", "model.bf16=false"]
+    overrides += ["eval.at_end=true", "eval.limit=1", "eval.max_turns=1"]
+    trainer = RLTrainer(load_config("configs/quickstart.yaml", overrides))
+    metrics = trainer.fit()
+    assert metrics["loss/policy"] == metrics["loss/policy"]  # finite, not NaN
+    rollout = trainer.rollout
+    actor = trainer.learner.actor
+    sampler = rollout.sampler_model
+    assert sampler is not actor
+    assert all(p.dtype == torch.bfloat16 for p in sampler.parameters())
+    assert all(p.dtype == torch.float32 for p in actor.parameters())
+    # the final eval ran after the update, so the copy holds the updated weights (in bf16)
+    initial = load_model("tiny")[0]
+    moved = 0
+    pairs = zip(actor.named_parameters(), sampler.parameters(), initial.parameters(), strict=True)
+    for (name, p), q, p0 in pairs:
+        assert torch.equal(q, p.detach().to(torch.bfloat16)), name
+        moved += not torch.equal(p.detach().to(torch.bfloat16), p0.to(torch.bfloat16))
+    assert moved > 0
+    lines = (run / "eval/final/trajectories.jsonl").read_text().splitlines()
+    assert [json.loads(line)["num_turns"] for line in lines] == [1]
