@@ -2,6 +2,7 @@
 
     python benchmarks/learning.py throughput [--model default] [--rows 8] [--length 640]
     python benchmarks/learning.py recipe [--out runs/bench_learning] [--skip-run]
+    python benchmarks/learning.py schedules --sft-model DIR [--steps 6] [--stepwise 3,4,5] [--every 2]
 
 `throughput`: the trainer's update phase (PPO loss, entropy, KL, micro-batching, gradient
 clipping, optimizer step) in trained tokens/s, against a plain forward+backward (causal-LM
@@ -13,6 +14,12 @@ greedy success zero-shot, after SFT on expert demos, after SFT + GRPO (stepwise 
 one `horizonrl train configs/quickstart.yaml` — and after AgentEvol (`horizonrl agentevol
 configs/agentevol.yaml`), each with its command and wall time, as a Markdown table (also written
 to `<out>/learning.md`). `--skip-run` only tabulates runs already in `<out>`.
+
+`schedules`: ScalingInter-RL against fixed caps. From one SFT checkpoint (`--sft-model`, e.g. the
+recipe's `<out>/quickstart/sft/checkpoints/step_N/model`), the quickstart's GRPO for the same
+number of steps with the turn cap fixed at the stepwise schedule's first cap (fixed-short), at its
+last cap (fixed-long), and stepwise; each ends with the same greedy eval. `--stepwise-run DIR`
+reuses a finished stepwise run (the recipe's `<out>/quickstart/rl`) instead of training it again.
 """
 
 from __future__ import annotations
@@ -216,6 +223,83 @@ def recipe(args: argparse.Namespace) -> str:
     return text
 
 
+def _rows(run: Path) -> list[dict[str, float]]:
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return [r for r in rows if "time/step" in r]
+
+
+def schedules(args: argparse.Namespace) -> str:
+    caps = [int(c) for c in args.stepwise.split(",")]
+    out = Path(args.out)
+    variants = {
+        "fixed-short": (f"fixed [{caps[0]}]", ["schedule.type=fixed", f"schedule.rounds=[{caps[0]}]"]),
+        "fixed-long": (f"fixed [{caps[-1]}]", ["schedule.type=fixed", f"schedule.rounds=[{caps[-1]}]"]),
+        "stepwise": (
+            f"stepwise {caps} every {args.every}",
+            ["schedule.type=stepwise", f"schedule.rounds=[{args.stepwise}]", f"schedule.every={args.every}"],
+        ),
+    }
+    base = [
+        "horizonrl",
+        "train",
+        "configs/quickstart.yaml",
+        "sft.warmup_steps=0",
+        "data.train_files=[]",
+        f"model.path={args.sft_model}",
+        f"trainer.total_steps={args.steps}",
+        *args.overrides,
+    ]
+    runs = {name: out / name for name in variants}
+    if args.stepwise_run:
+        runs["stepwise"] = Path(args.stepwise_run)
+    walls: dict[str, float] = (
+        json.loads((out / "walls.json").read_text()) if (out / "walls.json").exists() else {}
+    )
+    commands: dict[str, str] = {}
+    for name, (_, extra) in variants.items():
+        cmd = [*base, *extra, f"trainer.output_dir={runs[name]}"]
+        commands[name] = " ".join(cmd)
+        if args.skip_run or (name == "stepwise" and args.stepwise_run):
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        walls[name] = _run(cmd)
+        (out / "walls.json").write_text(json.dumps(walls))
+    lines = [
+        "| turn caps | eval success | train success (mean over steps) | informative groups | "
+        "turns / episode | sampled tokens | GRPO steps s | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (label, _) in variants.items():
+        rows = _rows(runs[name])
+        report = runs[name] / "eval" / "final" / "report.json"
+        if not rows or not report.exists():
+            lines.append(f"| {label} | (not run) | | | | | | |")
+            continue
+        success = json.loads(report.read_text())["success_rate"]
+
+        def mean(key: str, rows: list[dict[str, float]] = rows) -> float:
+            values = [r[key] for r in rows if r.get(key) is not None]
+            return sum(values) / max(1, len(values))
+
+        lines.append(
+            f"| {label} | {success:.1%} | {mean('success/mean'):.1%} | "
+            f"{mean('groups/informative_frac'):.0%} | {mean('turns/mean'):.2f} | "
+            f"{sum(r['sampled_tokens/total'] for r in rows):.0f} | {_phase_seconds(runs[name]):.0f} | "
+            f"{walls.get(name, float('nan')):.0f} |"
+        )
+    lines += ["", *[f"- {name}: `{cmd}`" for name, cmd in commands.items()]]
+    if args.stepwise_run:
+        lines.append(f"- stepwise: the finished run in `{args.stepwise_run}`")
+    text = "\n".join(lines)
+    if out.exists():
+        (out / "schedules.md").write_text(text + "\n")
+    print(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -233,8 +317,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/bench_learning")
     p.add_argument("--skip-run", action="store_true", help="only tabulate the runs already in --out")
     p.add_argument("overrides", nargs="*", default=[], help="dotted overrides for both runs")
+    p = sub.add_parser("schedules")
+    p.add_argument("--sft-model", required=True, help="the SFT checkpoint every variant starts from")
+    p.add_argument("--out", default="runs/bench_schedules")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--stepwise", default="3,4,5", help="the stepwise caps; fixed-short/long use its ends")
+    p.add_argument("--every", type=int, default=2)
+    p.add_argument("--stepwise-run", default=None, help="reuse this finished stepwise run")
+    p.add_argument("--skip-run", action="store_true", help="only tabulate the runs already in --out")
+    p.add_argument("overrides", nargs="*", default=[], help="dotted overrides for every variant")
     args = parser.parse_args(argv)
-    if args.cmd == "throughput":
+    if args.cmd == "schedules":
+        schedules(args)
+    elif args.cmd == "throughput":
         throughput(args)
     elif args.cmd == "recipe":
         recipe(args)

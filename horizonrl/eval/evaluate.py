@@ -67,6 +67,8 @@ class EvalSettings:
     """Env server URL (one family); `servers` maps several."""
     servers: dict[str, str] = field(default_factory=dict)
     env_timeout_s: float = 60.0
+    categories: list[str] = field(default_factory=list)
+    """Keep only items of these categories (e.g. `categories=[depth 1, depth 2]`), before `limit`."""
     dtype: str = "float32"
     """hf: weights dtype (float32 or bfloat16)."""
     device: str | None = None
@@ -167,6 +169,13 @@ def evaluate_family(
     """Play `settings.split` of one family; returns trajectories, `eval_summary`, the engine."""
     spec = get_family(family)
     items = spec.split(settings.split)
+    if settings.categories:
+        unknown = set(settings.categories) - set(spec.categories)
+        if unknown:
+            raise SystemExit(
+                f"horizonrl eval: {family} has no categories {sorted(unknown)}; valid: {', '.join(spec.categories)}"
+            )
+        items = [i for i in items if spec.category_of(i) in settings.categories]
     if settings.limit:
         items = items[: settings.limit]
     engine = RolloutEngine(backend, make_pool(settings, family), settings.engine_config(family))

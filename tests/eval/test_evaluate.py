@@ -77,6 +77,18 @@ def test_eval_from_yaml_config(tmp_path):
         main(["eval", str(config), "max_tokenz=3"])
 
 
+def test_categories_filter_and_bf16_weights(tmp_path):
+    out = tmp_path / "cat"
+    args = ["eval", "--model", "tiny", "--env", "textcraft", "--limit", "2", "--max-turns", "1"]
+    args += ["--dtype", "bfloat16", "--out", str(out), "max_tokens=4", "progress=false"]
+    assert main([*args, "categories=[depth 3]"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["n_items"] == 2 and report["settings"]["dtype"] == "bfloat16"
+    assert [t.category for t in read_jsonl(out / "trajectories.jsonl")] == ["depth 3", "depth 3"]
+    with pytest.raises(SystemExit, match=r"no categories \['depth 9'\]; valid: depth 1, depth 2"):
+        main([*args, "categories=[depth 9]"])
+
+
 def test_cli_eval_through_a_running_env_server(tmp_path):
     server = ServeProcess("textcraft")
     try:
