@@ -172,9 +172,8 @@ def evaluate_family(
     if settings.categories:
         unknown = set(settings.categories) - set(spec.categories)
         if unknown:
-            raise SystemExit(
-                f"horizonrl eval: {family} has no categories {sorted(unknown)}; valid: {', '.join(spec.categories)}"
-            )
+            valid = ", ".join(spec.categories)
+            raise SystemExit(f"horizonrl eval: {family} has no categories {sorted(unknown)}; valid: {valid}")
         items = [i for i in items if spec.category_of(i) in settings.categories]
     if settings.limit:
         items = items[: settings.limit]

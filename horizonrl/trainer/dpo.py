@@ -36,7 +36,6 @@ from horizonrl.config import Config, DPOConfig
 from horizonrl.rollout.trajectory import Trajectory
 from horizonrl.trainer.batch import Batch, collate
 from horizonrl.trainer.data import ItemSampler
-from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.sft import SupervisedRun, tokenize_trajectory
 
 Tensor = torch.Tensor
@@ -201,30 +200,14 @@ class DPOTrainer(SupervisedRun):
             "lr": float(learner.lr_scheduler.get_last_lr()[0]),
         }
 
-    def fit(self) -> dict[str, float]:
-        cfg = self.cfg
-        metrics: dict[str, float] = {}
-        total = cfg.trainer.total_steps
-        trained = self.step < total
-        if self.step == 0 and cfg.sft.eval_before:
-            metrics |= self.evaluate("eval/initial")
-        self.say(f"{len(self.pairs)} pairs, {cfg.data.batch_size} per step, steps {self.step}..{total}")
-        while self.step < total:
-            timer = PhaseTimer()
-            with timer("step"):
-                index = [int(i) for i in self.sampler.next_batch(cfg.data.batch_size)]
-                metrics = self.dpo_step(index)
-            self.step += 1
-            metrics["time/step"] = timer.seconds["step"]
-            self.monitor.log(self.step, metrics)
-            self.say(
-                f"step {self.step}/{total} | loss {metrics['loss/dpo']:.4f}"
-                f" | margin {metrics['rewards/margin']:+.4f}"
-                f" | acc {metrics['rewards/accuracy']:.2f} | {metrics['time/step']:.1f} s"
-            )
-            if self.due(cfg.trainer.save_every) or self.step == total:
-                self.save()
-        if cfg.eval.at_end and (trained or not (self.run_dir / "eval/final/report.json").exists()):
-            metrics |= self.evaluate("eval/final")
-        self.monitor.close()
-        return metrics
+    def describe(self) -> str:
+        return f"{len(self.pairs)} pairs, {self.cfg.data.batch_size} per step"
+
+    def train_step(self) -> dict[str, float]:
+        return self.dpo_step([int(i) for i in self.sampler.next_batch(self.cfg.data.batch_size)])
+
+    def step_line(self, metrics: dict[str, float]) -> str:
+        return (
+            f"loss {metrics['loss/dpo']:.4f} | margin {metrics['rewards/margin']:+.4f}"
+            f" | acc {metrics['rewards/accuracy']:.2f}"
+        )

@@ -210,6 +210,49 @@ class SupervisedRun:
         self.monitor.log(self.step, metrics)
         return metrics
 
+    # --- the loop ------------------------------------------------------------------------
+    def fit(self) -> dict[str, float]:
+        """Eval the initial model (`sft.eval_before`), `train_step()` up to `trainer.total_steps`
+        (checkpoints every `trainer.save_every` and at the end), then the final greedy eval."""
+        cfg = self.cfg
+        metrics: dict[str, float] = {}
+        total = cfg.trainer.total_steps
+        trained = self.step < total
+        if self.step == 0 and cfg.sft.eval_before:
+            metrics |= self.evaluate("eval/initial")
+        self.say(f"{self.describe()}, steps {self.step}..{total}")
+        while self.step < total:
+            timer = PhaseTimer()
+            with timer("step"):
+                metrics = self.train_step()
+            self.step += 1
+            seconds = timer.seconds["step"]
+            metrics["time/step"] = seconds
+            if "tokens/total" in metrics:
+                metrics["throughput/tokens_per_s"] = metrics["tokens/total"] / max(seconds, 1e-9)
+            self.monitor.log(self.step, metrics)
+            self.say(f"step {self.step}/{total} | {self.step_line(metrics)} | {seconds:.1f} s")
+            if self.due(cfg.trainer.save_every) or self.step == total:
+                self.save()
+        if not (self.run_dir / "checkpoints" / f"step_{self.step}").exists():
+            self.save()  # e.g. resumed from a checkpoint of another run: final_model_dir() must exist
+        if cfg.eval.at_end and (trained or not (self.run_dir / "eval/final/report.json").exists()):
+            metrics |= self.evaluate("eval/final")
+        self.monitor.close()
+        return metrics
+
+    def describe(self) -> str:
+        """What one step trains on, for the console."""
+        raise NotImplementedError
+
+    def train_step(self) -> dict[str, float]:
+        """Draw the next batch and take one optimizer step; returns its metrics."""
+        raise NotImplementedError
+
+    def step_line(self, metrics: dict[str, float]) -> str:
+        """The method's part of the per-step console line."""
+        raise NotImplementedError
+
     def say(self, text: str) -> None:
         if self.cfg.logging.console:
             print(f"horizonrl {self.kind}: {text}", file=sys.stderr, flush=True)
@@ -260,33 +303,15 @@ class SFTTrainer(SupervisedRun):
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         self.sampler.load_state_dict(state["data"])
 
-    def fit(self) -> dict[str, float]:
-        cfg = self.cfg
-        metrics: dict[str, float] = {}
-        total = cfg.trainer.total_steps
-        trained = self.step < total
-        if self.step == 0 and cfg.sft.eval_before:
-            metrics |= self.evaluate("eval/initial")
-        self.say(f"{len(self.examples)} examples, {self.batch_size} per step, steps {self.step}..{total}")
-        while self.step < total:
-            timer = PhaseTimer()
-            with timer("step"):
-                rows = [self.examples[int(i)] for i in self.sampler.next_batch(self.batch_size)]
-                metrics = sft_step(self.learner, collate(rows))
-            self.step += 1
-            metrics["time/step"] = timer.seconds["step"]
-            metrics["throughput/tokens_per_s"] = metrics["tokens/total"] / max(timer.seconds["step"], 1e-9)
-            self.monitor.log(self.step, metrics)
-            self.say(
-                f"step {self.step}/{total} | loss {metrics['loss/sft']:.4f}"
-                f" | gnorm {metrics['grad/norm']:.2f}"
-                f" | {metrics['tokens/total']:.0f} tok | {metrics['time/step']:.1f} s"
-            )
-            if self.due(cfg.trainer.save_every) or self.step == total:
-                self.save()
-        if not (self.run_dir / "checkpoints" / f"step_{self.step}").exists():
-            self.save()
-        if cfg.eval.at_end and (trained or not (self.run_dir / "eval/final/report.json").exists()):
-            metrics |= self.evaluate("eval/final")
-        self.monitor.close()
-        return metrics
+    def describe(self) -> str:
+        return f"{len(self.examples)} examples, {self.batch_size} per step"
+
+    def train_step(self) -> dict[str, float]:
+        rows = [self.examples[int(i)] for i in self.sampler.next_batch(self.batch_size)]
+        return sft_step(self.learner, collate(rows))
+
+    def step_line(self, metrics: dict[str, float]) -> str:
+        return (
+            f"loss {metrics['loss/sft']:.4f} | gnorm {metrics['grad/norm']:.2f}"
+            f" | {metrics['tokens/total']:.0f} tok"
+        )
