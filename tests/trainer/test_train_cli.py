@@ -114,3 +114,20 @@ def test_bf16_sampling_copy_follows_the_learner(tmp_path):
     assert moved > 0
     lines = (run / "eval/final/trajectories.jsonl").read_text().splitlines()
     assert [json.loads(line)["num_turns"] for line in lines] == [1]
+
+
+def test_mixed_family_batch_trains_on_both_families(tmp_path):
+    """One step whose batch holds a TextCraft and a BabyAI item (played by the real envs)."""
+    run = tmp_path / "run"
+    args = ["train", "configs/quickstart.yaml", *BASE, f"trainer.output_dir={run}", "trainer.total_steps=1"]
+    args += ["data.families=[textcraft, babyai]", "data.categories=[]", "data.max_items=1"]
+    args += ["data.batch_size=2", "schedule.type=fixed", "schedule.rounds=[2]"]
+    assert main(args) == 0
+    trajs = _trajectories(run, 1)
+    assert sorted(t["item_id"].split("_")[0] for t in trajs) == ["babyai", "babyai", "textcraft", "textcraft"]
+    assert all(t["token_ids"] and 1 <= t["num_turns"] <= 2 and not t["failed"] for t in trajs)
+    babyai = next(t for t in trajs if t["item_id"].startswith("babyai"))
+    first_user = next(m["content"] for m in babyai["messages"] if m["role"] == "user")
+    assert "Your goal" in first_user and "crafting" not in first_user  # BabyAI's prompt, not TextCraft's
+    [row] = _rows(run)
+    assert row["loss/policy"] is not None and row["turns/max"] <= 2
