@@ -71,7 +71,7 @@ def setup_torch(cfg: Config) -> torch.device:
 
 
 def trajectory_return(traj: Trajectory, cfg: Config) -> float:
-    """The reward total `turn_rewards_batch` places on one trajectory's tokens."""
+    """The reward total `turn_rewards_batch` places on one trajectory's tokens (0 when failed)."""
     a = cfg.algorithm
     if traj.failed:
         return 0.0
@@ -99,17 +99,12 @@ def select_for_update(
 
 def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config) -> torch.Tensor:
     """`token_rewards (B, T)` per `algorithm.reward` (see AlgorithmConfig), on sampled tokens only."""
-    a = cfg.algorithm
-    zero_failed = [0.0 if t.failed else 1.0 for t in trajectories]
-    if a.reward == "turn":
+    if cfg.algorithm.reward == "turn":
         outcome = torch.zeros(batch.size)
         ends = [t.turn_ends[: len(t.turn_rewards)] for t in trajectories]
-        values = [
-            [r * keep for r in t.turn_rewards] for t, keep in zip(trajectories, zero_failed, strict=True)
-        ]
+        values = [[0.0 if t.failed else r for r in t.turn_rewards] for t in trajectories]
         return place_rewards(batch.loss_mask, outcome, turn_ends=ends, turn_rewards=values)
-    raw = [float(t.success) if a.reward == "success" else t.reward for t in trajectories]
-    outcome = torch.tensor([r * keep for r, keep in zip(raw, zero_failed, strict=True)])
+    outcome = torch.tensor([trajectory_return(t, cfg) for t in trajectories])
     return place_rewards(batch.loss_mask, outcome)
 
 
