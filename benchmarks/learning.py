@@ -3,6 +3,7 @@
     python benchmarks/learning.py throughput [--model default] [--rows 8] [--length 640]
     python benchmarks/learning.py recipe [--out runs/bench_learning] [--skip-run]
     python benchmarks/learning.py schedules --sft-model DIR [--steps 6] [--stepwise 3,4,5] [--every 2]
+    python benchmarks/learning.py control --sft-model DIR [--out runs/control_flipped]
 
 `throughput`: the trainer's update phase (PPO loss, entropy, KL, micro-batching, gradient
 clipping, optimizer step) in trained tokens/s, against a plain forward+backward (causal-LM
@@ -20,6 +21,9 @@ recipe's `<out>/quickstart/sft/checkpoints/step_N/model`), the quickstart's GRPO
 number of steps with the turn cap fixed at the stepwise schedule's first cap (fixed-short), at its
 last cap (fixed-long), and stepwise; each ends with the same greedy eval. `--stepwise-run DIR`
 reuses a finished stepwise run (the recipe's `<out>/quickstart/rl`) instead of training it again.
+
+`control`: the quickstart's GRPO phase from `--sft-model` with every GRPO advantage sign-flipped
+(same items, caps, seeds). If the real run's gain comes from the reward signal, this one loses.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
@@ -300,6 +305,30 @@ def schedules(args: argparse.Namespace) -> str:
     return text
 
 
+def control(args: argparse.Namespace) -> int:
+    import horizonrl.algos.advantages as advantages
+    from horizonrl.cli import main as cli
+
+    real = advantages.ESTIMATORS["grpo"]
+
+    def flipped(*inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        adv, returns = real(*inputs)
+        return -adv, returns
+
+    advantages.ESTIMATORS["grpo"] = advantages.Estimator(flipped, group_relative=True)
+    return cli(
+        [
+            "train",
+            "configs/quickstart.yaml",
+            "sft.warmup_steps=0",
+            "data.train_files=[]",
+            f"model.path={args.sft_model}",
+            f"trainer.output_dir={args.out}",
+            *args.overrides,
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -326,7 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stepwise-run", default=None, help="reuse this finished stepwise run")
     p.add_argument("--skip-run", action="store_true", help="only tabulate the runs already in --out")
     p.add_argument("overrides", nargs="*", default=[], help="dotted overrides for every variant")
+    p = sub.add_parser("control")
+    p.add_argument("--sft-model", required=True)
+    p.add_argument("--out", default="runs/control_flipped")
+    p.add_argument("overrides", nargs="*", default=[], help="dotted overrides")
     args = parser.parse_args(argv)
+    if args.cmd == "control":
+        return control(args)
     if args.cmd == "schedules":
         schedules(args)
     elif args.cmd == "throughput":
