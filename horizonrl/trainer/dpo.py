@@ -26,7 +26,6 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -109,6 +108,7 @@ def sequence_logprobs(logprobs: Tensor, batch: Batch) -> Tensor:
 
 class DPOTrainer(SupervisedRun):
     kind = "dpo"
+    sampler: ItemSampler
 
     def __init__(
         self, cfg: Config, *, pairs: Sequence[Pair] | None = None, env_urls: dict[str, str] | None = None
@@ -134,12 +134,6 @@ class DPOTrainer(SupervisedRun):
             [str(i) for i in range(len(self.pairs))], seed=cfg.trainer.seed, shuffle=cfg.data.shuffle
         )
         self.resume()
-
-    def trainer_state(self) -> dict[str, Any]:
-        return {"data": self.sampler.state_dict()}
-
-    def load_trainer_state(self, state: dict[str, Any]) -> None:
-        self.sampler.load_state_dict(state["data"])
 
     @torch.no_grad()
     def reference_logprobs(self, index: Sequence[int]) -> tuple[Tensor, Tensor]:

@@ -161,11 +161,15 @@ class SupervisedRun:
         self.monitor = Monitor(self.run_dir, cfg.logging, _as_dict(cfg))
 
     # --- checkpoints ---------------------------------------------------------------------
+    sampler: ItemSampler | None = None
+    """The step batches' cursor (SFT examples, DPO pairs), saved with every checkpoint."""
+
     def trainer_state(self) -> dict[str, Any]:
-        return {}
+        return {"data": self.sampler.state_dict()} if self.sampler is not None else {}
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
-        pass
+        if self.sampler is not None:
+            self.sampler.load_state_dict(state["data"])
 
     def resume(self) -> None:
         """Continue from the checkpoint `trainer.resume` selects (if any); drop later metric lines."""
@@ -265,6 +269,7 @@ class SFTTrainer(SupervisedRun):
     """SFT on `examples` (tokenized trajectories) or on the files of `data.train_files`."""
 
     kind = "sft"
+    sampler: ItemSampler
 
     def __init__(
         self,
@@ -296,12 +301,6 @@ class SFTTrainer(SupervisedRun):
             [str(i) for i in range(len(self.examples))], seed=cfg.trainer.seed, shuffle=cfg.data.shuffle
         )
         self.resume()
-
-    def trainer_state(self) -> dict[str, Any]:
-        return {"data": self.sampler.state_dict()}
-
-    def load_trainer_state(self, state: dict[str, Any]) -> None:
-        self.sampler.load_state_dict(state["data"])
 
     def describe(self) -> str:
         return f"{len(self.examples)} examples, {self.batch_size} per step"
