@@ -146,12 +146,17 @@ def throughput(args: argparse.Namespace) -> dict[str, float]:
         return report
 
 
-def _phase_seconds(run: Path) -> float:
-    """Seconds of training steps logged in `run/metrics.jsonl` (`time/step`)."""
+def _step_rows(run: Path) -> list[dict[str, float]]:
+    """The training-step lines of `run/metrics.jsonl` (those with `time/step`; eval lines have none)."""
     path = run / "metrics.jsonl"
     if not path.exists():
-        return 0.0
+        return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return [r for r in rows if "time/step" in r]
+
+
+def _phase_seconds(rows: list[dict[str, float]]) -> float:
+    """Seconds of the training steps in `rows`."""
     return float(sum(r.get("time/step") or 0.0 for r in rows))
 
 
@@ -214,10 +219,10 @@ def recipe(args: argparse.Namespace) -> str:
         table,
         "",
         f"- quickstart (zero-shot eval, SFT, eval, GRPO, eval): `{' '.join(qs_cmd)}` — "
-        f"{walls.get('quickstart', 0):.0f} s wall; SFT steps {_phase_seconds(qs / 'sft'):.0f} s, "
-        f"GRPO steps {_phase_seconds(qs / 'rl'):.0f} s",
+        f"{walls.get('quickstart', 0):.0f} s wall; SFT steps {_phase_seconds(_step_rows(qs / 'sft')):.0f} s, "
+        f"GRPO steps {_phase_seconds(_step_rows(qs / 'rl')):.0f} s",
         f"- AgentEvol: `{' '.join(ae_cmd)}` — {walls.get('agentevol', 0):.0f} s wall; "
-        f"SFT steps {_phase_seconds(ae):.0f} s",
+        f"SFT steps {_phase_seconds(_step_rows(ae)):.0f} s",
         f"- load average (1 min) before / after: {walls.get('load_before', float('nan')):.1f} / "
         f"{walls.get('load_after', float('nan')):.1f} on {os.cpu_count()} cores",
     ]
@@ -226,14 +231,6 @@ def recipe(args: argparse.Namespace) -> str:
         (out / "learning.md").write_text(text + "\n")
     print(text)
     return text
-
-
-def _rows(run: Path) -> list[dict[str, float]]:
-    path = run / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
-    return [r for r in rows if "time/step" in r]
 
 
 def schedules(args: argparse.Namespace) -> str:
@@ -278,7 +275,7 @@ def schedules(args: argparse.Namespace) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, (label, _) in variants.items():
-        rows = _rows(runs[name])
+        rows = _step_rows(runs[name])
         report = runs[name] / "eval" / "final" / "report.json"
         if not rows or not report.exists():
             lines.append(f"| {label} | (not run) | | | | | | |")
@@ -292,7 +289,7 @@ def schedules(args: argparse.Namespace) -> str:
         lines.append(
             f"| {label} | {success:.1%} | {mean('success/mean'):.1%} | "
             f"{mean('groups/informative_frac'):.0%} | {mean('turns/mean'):.2f} | "
-            f"{sum(r['sampled_tokens/total'] for r in rows):.0f} | {_phase_seconds(runs[name]):.0f} | "
+            f"{sum(r['sampled_tokens/total'] for r in rows):.0f} | {_phase_seconds(rows):.0f} | "
             f"{walls.get(name, float('nan')):.0f} |"
         )
     lines += ["", *[f"- {name}: `{cmd}`" for name, cmd in commands.items()]]
