@@ -3,7 +3,7 @@ function in the module that owns the workflow, imported only when that subcomman
 
     horizonrl envs [--json]
     horizonrl serve FAMILY [--host H] [--port P]
-    horizonrl solve FAMILY --split S [--limit N] [--server URL] [--out FILE]
+    horizonrl solve FAMILY --split S [--limit N] [--server URL] [--out FILE] [--max-turns T]
     horizonrl eval --model M --env FAMILY --split S [--limit N] [--max-turns T] --out DIR
     horizonrl train CONFIG [dotted.key=value ...]
     horizonrl sft|dpo|agentevol CONFIG [dotted.key=value ...]
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--server", default=None, help="env server URL; local envs when omitted")
     p.add_argument("--out", default=None, help="write trajectories as JSONL here")
-    p.add_argument("--max-turns", type=int, default=None)
+    p.add_argument("--max-turns", type=int, default=None, help="turn cap (default: none, play to the end)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="items played concurrently")
     p.set_defaults(func=_handler("horizonrl.eval.solve:solve_main"))

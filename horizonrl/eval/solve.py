@@ -3,14 +3,25 @@
 The expert sees only what a model would see (the observations), and its moves are
 written with the family's prompt format, so the trajectories it writes are ready-made
 SFT demonstrations in the same text format as model rollouts.
+
+Turn cap: none unless one is asked for (`--max-turns`, `max_turns=`). An expert's episode
+is as long as its plan (SciWorld's gold paths for boiling take up to ~180 steps), and a
+cap that only exists to bound the expert would count long plans as failures. Without a
+cap the episode runs until the env ends it; an expert still playing after
+`EXPERT_TURN_GUARD` turns is stopped and its trajectory marked `failed` with that reason
+(a stuck expert, not a truncation). With a cap, episodes it cuts are `truncated`, and the
+summary counts them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from horizonrl.agent.prompts import get_prompt
 from horizonrl.envs.core import EnvError, TextEnv
@@ -19,27 +30,32 @@ from horizonrl.envs.wrappers import TurnLimit
 from horizonrl.eval.metrics import success_summary
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 
-DEFAULT_MAX_TURNS = 100
+EXPERT_TURN_GUARD = 1000
+"""Turns after which an uncapped expert episode is stopped as `failed` (5x the longest gold path seen)."""
 
 
 def play_expert(
-    env: TextEnv, spec: FamilySpec, item_id: str, *, seed: int = 0, max_turns: int = DEFAULT_MAX_TURNS
+    env: TextEnv, spec: FamilySpec, item_id: str, *, seed: int = 0, max_turns: int | None = None
 ) -> Trajectory:
-    """Play one item with the family's expert; env failures give a `failed` trajectory."""
+    """Play one item with the family's expert, until the episode ends or `max_turns` (None: no cap).
+
+    Env failures, and an uncapped expert still playing after `EXPERT_TURN_GUARD` turns, give a
+    `failed` trajectory with the reason.
+    """
     if spec.make_expert is None:
         raise ValueError(f"family {spec.name!r} has no expert")
     prompt = get_prompt(spec.name)
     expert = spec.make_expert()
     traj = Trajectory(item_id=item_id, category=spec.category_of(item_id), seed=seed, max_turns=max_turns)
-    capped = TurnLimit(env, max_turns)
+    played: TextEnv = env if max_turns is None else TurnLimit(env, max_turns)
     try:
-        observation, info = capped.reset(item_id, seed=seed)
+        observation, info = played.reset(item_id, seed=seed)
         traj.messages = prompt.initial_messages(observation)
         expert.reset(item_id, observation, info)
         while True:
             thought, action = expert.act(observation)
             traj.messages.append({"role": "assistant", "content": prompt.format_response(thought, action)})
-            result = capped.step(action)
+            result = played.step(action)
             observation = result.observation
             traj.num_turns += 1
             traj.turn_rewards.append(float(result.reward))
@@ -49,6 +65,10 @@ def play_expert(
             if result.done:
                 traj.terminated, traj.truncated = result.terminated, result.truncated
                 traj.meta["final_observation"] = observation
+                break
+            if max_turns is None and traj.num_turns >= EXPERT_TURN_GUARD:
+                traj.failed = True
+                traj.fail_reason = f"expert still playing after {EXPERT_TURN_GUARD} turns (no cap was asked)"
                 break
             traj.messages.append({"role": "user", "content": observation})
     except EnvError as exc:
@@ -62,7 +82,7 @@ def solve_items(
     item_ids: Sequence[str],
     *,
     seed: int = 0,
-    max_turns: int = DEFAULT_MAX_TURNS,
+    max_turns: int | None = None,
     workers: int = 1,
 ) -> list[Trajectory]:
     """Play every item with the expert, `workers` at a time, each worker with its own env."""
@@ -82,52 +102,91 @@ def solve_items(
     return [by_item[i] for i in item_ids]
 
 
-def solve_main(args: argparse.Namespace) -> int:
+def solve_split(
+    spec: FamilySpec,
+    split: str,
+    *,
+    limit: int | None = None,
+    server: str | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    max_turns: int | None = None,
+    workers: int = 1,
+    env_kwargs: dict[str, Any] | None = None,
+) -> list[Trajectory]:
+    """What `horizonrl solve` plays: the first `limit` items of `split` (all when None), through
+    `server` when given (else local envs built with `env_kwargs`), with a progress bar on stderr;
+    written to `out` as JSONL when given (all at once, so an interrupted run leaves no partial file)."""
     from rich.console import Console
     from rich.progress import track
 
-    spec = get_family(args.family)
-    item_ids = spec.split(args.split)[: args.limit] if args.limit else spec.split(args.split)
-    max_turns = args.max_turns or DEFAULT_MAX_TURNS
+    item_ids = spec.split(split)[:limit] if limit else spec.split(split)
 
     def make_env() -> TextEnv:
-        if args.server:
+        if server:
             from horizonrl.server.client import RemoteEnv
 
-            return RemoteEnv(args.server, family=spec.name)
-        return spec.make_env()
+            return RemoteEnv(server, family=spec.name)
+        return spec.make_env(**(env_kwargs or {}))
 
     trajectories: list[Trajectory] = []
-    batch = max(1, args.workers) * 8
+    batch = max(1, workers) * 8
     for start in track(
         range(0, len(item_ids), batch),
-        description=f"solving {spec.name}/{args.split}",
+        description=f"solving {spec.name}/{split}",
         transient=True,
         console=Console(stderr=True),
     ):
         chunk = item_ids[start : start + batch]
-        trajectories += solve_items(
-            make_env, spec, chunk, seed=args.seed, max_turns=max_turns, workers=args.workers
-        )
-    if args.out:
-        write_jsonl(args.out, trajectories)
+        trajectories += solve_items(make_env, spec, chunk, seed=seed, max_turns=max_turns, workers=workers)
+    if out:
+        out = Path(out)
+        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+        write_jsonl(tmp, trajectories)
+        os.replace(tmp, out)
+    return trajectories
+
+
+def solve_summary(
+    trajectories: Sequence[Trajectory], spec: FamilySpec, split: str, max_turns: int | None
+) -> dict[str, Any]:
+    """The JSON line `horizonrl solve` ends with (DESIGN §8 keys, plus the cap and truncations)."""
     summary = success_summary(trajectories, spec.categories)
     by_category = {
         c: {"n": v["n"], "success_rate": v["success_rate"]} for c, v in summary["by_category"].items()
     }
+    return {
+        "family": spec.name,
+        "split": split,
+        "n": summary["n"],
+        "success_rate": summary["success_rate"],
+        "mean_score": summary["mean_score"],
+        "by_category": by_category,
+        "max_turns": max_turns,
+        "truncated": sum(t.truncated for t in trajectories),
+    }
+
+
+def solve_main(args: argparse.Namespace) -> int:
+    spec = get_family(args.family)
+    trajectories = solve_split(
+        spec,
+        args.split,
+        limit=args.limit,
+        server=args.server,
+        out=args.out,
+        seed=args.seed,
+        max_turns=args.max_turns,
+        workers=args.workers,
+    )
+    summary = solve_summary(trajectories, spec, args.split, args.max_turns)
     failed = [t for t in trajectories if t.failed]
     if failed:
         print(f"{len(failed)} episodes failed; first: {failed[0].item_id}: {failed[0].fail_reason}")
-    print(
-        json.dumps(
-            {
-                "family": spec.name,
-                "split": args.split,
-                "n": summary["n"],
-                "success_rate": summary["success_rate"],
-                "mean_score": summary["mean_score"],
-                "by_category": by_category,
-            }
+    if summary["truncated"]:
+        print(
+            f"{summary['truncated']} of {summary['n']} episodes truncated at --max-turns {args.max_turns} "
+            "(unsolved); without --max-turns the expert plays to the end"
         )
-    )
+    print(json.dumps(summary))
     return 0

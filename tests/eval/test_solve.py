@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import json
+
 from horizonrl.agent.prompts import FamilyPrompt, register_prompt
-from horizonrl.envs.core import EnvError, StepResult
+from horizonrl.cli import main
+from horizonrl.envs.core import EnvError, StepResult, make_info
 from horizonrl.envs.registry import register
+from horizonrl.eval import solve
 from horizonrl.eval.metrics import success_summary
 from horizonrl.eval.solve import play_expert, solve_items
+from horizonrl.rollout.trajectory import iter_jsonl
 from tests.envs.toy import TOY_SPEC, CountEnv
 
 register(TOY_SPEC, overwrite=True)
@@ -45,3 +50,58 @@ def test_solve_items_keeps_item_order_with_several_workers():
     items = TOY_SPEC.split("train")
     trajs = solve_items(CountEnv, TOY_SPEC, items, workers=3)
     assert [t.item_id for t in trajs] == items and all(t.success for t in trajs)
+
+
+class _LongCount(CountEnv):
+    """Count to 150: longer than any turn cap an expert used to get by default (100)."""
+
+    def reset(self, item_id, *, seed=None):
+        observation, info = super().reset(item_id, seed=seed)
+        self.target = 150
+        return observation, info
+
+
+def test_expert_without_cap_plays_to_the_end():
+    traj = play_expert(_LongCount(), TOY_SPEC, "toy_2")
+    assert traj.success and traj.terminated and not traj.truncated and traj.num_turns == 150
+    assert traj.max_turns is None
+
+
+class _NeverDone(CountEnv):
+    def step(self, action: str) -> StepResult:
+        return StepResult("Nothing happens.", 0.0, False, False, make_info(False, 0.0, "even"))
+
+
+def test_uncapped_expert_that_never_finishes_is_stopped_as_failed(monkeypatch):
+    monkeypatch.setattr(solve, "EXPERT_TURN_GUARD", 7)
+    traj = play_expert(_NeverDone(), TOY_SPEC, "toy_2")
+    assert traj.failed and not traj.truncated and not traj.success and traj.num_turns == 7
+    assert "7 turns" in traj.fail_reason
+
+
+def _summary(capsys, *args):
+    assert main(["solve", "toy", "--split", "train", *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_solve_summary_counts_truncations_under_a_cap(capsys):
+    # train items toy_0..toy_7 count to 1, 2, 3, 1, 2, 3, 1, 2: a cap of 2 cuts toy_2 and toy_5
+    *lines, last = _summary(capsys, "--max-turns", "2")
+    summary = json.loads(last)
+    assert {"family", "split", "n", "success_rate", "mean_score", "by_category"} <= set(summary)
+    assert summary["n"] == 8 and summary["success_rate"] == 0.75
+    assert summary["max_turns"] == 2 and summary["truncated"] == 2
+    assert any("2 of 8 episodes truncated" in line for line in lines)
+
+    *lines, last = _summary(capsys)
+    summary = json.loads(last)
+    assert summary["success_rate"] == 1.0 and summary["max_turns"] is None and summary["truncated"] == 0
+    assert not any("truncated" in line for line in lines)
+
+
+def test_solve_out_writes_every_trajectory(tmp_path, capsys):
+    out = tmp_path / "demos" / "toy_train.jsonl"
+    _summary(capsys, "--out", str(out))
+    trajs = list(iter_jsonl(out))
+    assert [t.item_id for t in trajs] == TOY_SPEC.split("train") and all(t.success for t in trajs)
+    assert [p.name for p in out.parent.iterdir()] == ["toy_train.jsonl"]  # no temporary file left
