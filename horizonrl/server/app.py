@@ -39,6 +39,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
+from starlette.types import Message
 
 from horizonrl.envs.registry import FamilySpec, get_family
 from horizonrl.server.agentgym import AgentGymRoutes
@@ -61,25 +62,45 @@ DEFAULT_IDLE_TTL = 3600.0
 
 
 async def read_body(request: Request) -> bytes:
-    """The request body, refused with 413 as soon as it passes `MAX_BODY_BYTES`.
+    """The request body, refused with 413 once it passes `MAX_BODY_BYTES`.
 
     Reads the ASGI messages directly: a small body arrives in one message, and this
-    path is shorter than `Request.body()`'s generator.
+    path is shorter than `Request.body()`'s generator. An oversized body is read to its
+    end before the 413 goes out (see `_discard_rest`).
     """
     message = await request.receive()
     body: bytes = message.get("body", b"")
-    while message.get("more_body", False):
-        if len(body) > MAX_BODY_BYTES:
-            break
+    while message.get("more_body", False) and len(body) <= MAX_BODY_BYTES:
         message = await request.receive()
         body += message.get("body", b"")
     if len(body) > MAX_BODY_BYTES:
-        raise ApiError(413, "payload_too_large", f"request body exceeds {MAX_BODY_BYTES} bytes")
+        size = len(body) + await _discard_rest(request, message)
+        raise ApiError(413, "payload_too_large", f"request body is {size} bytes; limit {MAX_BODY_BYTES}")
     return body
 
 
+async def _discard_rest(request: Request, message: Message) -> int:
+    """Read and drop the rest of a body; returns how many bytes that was.
+
+    Answering before the body is in would reset the connection: when it is not kept
+    alive (`Connection: close`, HTTP/1.0) uvicorn closes the socket right after the
+    answer, the kernel answers the unread bytes with a TCP reset, and a client still
+    sending (a body larger than the socket buffers, 10 MiB here) gets "connection reset"
+    instead of the 413. Nothing is kept, so any size costs only the time to read it.
+    """
+    dropped = 0
+    while message.get("more_body", False):
+        message = await request.receive()
+        dropped += len(message.get("body", b""))
+    return dropped
+
+
 class V1Routes:
-    """Handlers of the v1 routes over a `SessionStore`."""
+    """Handlers of the v1 routes over a `SessionStore`.
+
+    A handler with a body reads it before it looks the session up, so no early answer
+    (404) leaves a body unread, and no await falls between finding a session and using it.
+    """
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
@@ -98,14 +119,14 @@ class V1Routes:
         return json_response({"session_id": session.sid, "observation": observation, "info": info}, 201)
 
     async def reset(self, request: Request) -> Response:
-        session = self.store.get(request.path_params["sid"])
         data = parse_body(await read_body(request))
+        session = self.store.get(request.path_params["sid"])
         observation, info = await self.store.reset(session, get_str(data, "item_id"), get_int(data, "seed"))
         return json_response({"session_id": session.sid, "observation": observation, "info": info})
 
     async def step(self, request: Request) -> Response:
-        session = self.store.get(request.path_params["sid"])
         action = get_action(parse_body(await read_body(request)))
+        session = self.store.get(request.path_params["sid"])
         result = await self.store.step(session, action)
         return json_response(
             {

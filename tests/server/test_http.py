@@ -4,6 +4,8 @@ routes, the client, concurrency, and worker processes."""
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import os
 import re
 import threading
@@ -16,6 +18,7 @@ from horizonrl.envs.checker import check_env
 from horizonrl.envs.core import EnvError, UnknownItemError
 from horizonrl.envs.registry import get_family
 from horizonrl.server.client import AsyncRemoteEnv, RemoteEnv
+from horizonrl.server.schemas import MAX_BODY_BYTES
 
 TEXTCRAFT = get_family("textcraft")
 
@@ -204,3 +207,36 @@ def test_client_errors_name_the_server_and_session(serve) -> None:
     assert env.reset("srvtoy_2")[0] == "hello srvtoy_2 seed=None"  # a lost session is reopened at reset
     assert env.session_id != sid
     env.close()
+
+
+def post_and_close(url: str, path: str, body: bytes) -> tuple[int, dict]:
+    """POST with `Connection: close`, sending the whole body before reading the answer (as urllib does)."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        headers = {"Content-Type": "application/json", "Connection": "close"}
+        conn.request("POST", path, body=body, headers=headers)
+        reply = conn.getresponse()
+        return reply.status, json.loads(reply.read())
+    finally:
+        conn.close()
+
+
+def test_an_oversized_body_of_any_size_gets_413_and_the_server_keeps_serving(serve) -> None:
+    server = serve("srvtoy")
+    sid = httpx.post(f"{server.url}/v1/sessions", json={"item_id": "srvtoy_2"}).json()["session_id"]
+    num = httpx.post(f"{server.url}/create").json()["id"]
+    httpx.post(f"{server.url}/reset", json={"id": num, "data_idx": 2})
+    routes = ["/v1/sessions", f"/v1/sessions/{sid}/step", "/create", "/step"]
+    for mib in (1, 3, 10, 50):  # bodies past the socket buffers (10 MiB here) used to reset the connection
+        body = b" " * (mib << 20)
+        for path in routes:
+            status, payload = post_and_close(server.url, path, body)
+            assert status == 413 and payload["error"]["code"] == "payload_too_large", (mib, path)
+            assert f"is {len(body)} bytes; limit {MAX_BODY_BYTES}" in payload["error"]["message"]
+    kept_alive = httpx.post(f"{server.url}/step", content=b" " * (10 << 20))
+    assert kept_alive.status_code == 413 and kept_alive.json()["error"]["code"] == "payload_too_large"
+    assert httpx.get(f"{server.url}/healthz").json()["sessions"] == 2
+    step = httpx.post(f"{server.url}/v1/sessions/{sid}/step", json={"action": "look"})
+    assert step.json()["observation"] == "srvtoy_2 seed=None turn=1: you said look"
+    assert httpx.post(f"{server.url}/step", json={"id": num, "action": "win"}).json()["reward"] == 1.0
