@@ -57,12 +57,10 @@ def run(cfg: Config) -> int:
     if name in ("sft", "dpo") and not cfg.data.train_files:
         raise SystemExit(f"horizonrl {name}: set data.train_files=[FILE.jsonl, ...] (trajectory files)")
     reads_trajectories = name in ("sft", "dpo", "agentevol") or cfg.sft.warmup_steps > 0
-    missing = [f for f in cfg.data.train_files if reads_trajectories and not Path(f).exists()]
-    if missing:
-        raise SystemExit(
-            f"horizonrl {name}: trajectory file {missing[0]} not found; expert demos are made with "
-            f"`horizonrl solve FAMILY --split train --out {missing[0]}`"
-        )
+    if reads_trajectories:  # missing trajectory files: expert demos, or a SystemExit saying how
+        from horizonrl.trainer.demos import ensure_demos
+
+        ensure_demos(cfg)
     with env_servers(cfg) as urls:
         if name == "sft":
             from horizonrl.trainer.sft import SFTTrainer

@@ -1,0 +1,67 @@
+"""Expert demos for a training run's missing trajectory files (`data.train_files`).
+
+SFT, DPO, AgentEvol and the warm-started recipe read trajectory JSONL files. When one is
+missing and its family has a scripted expert, `ensure_demos` writes it the way
+`horizonrl solve FAMILY --split S --out FILE` does (the same function, not a subprocess),
+so `horizonrl train configs/quickstart.yaml` works without running `solve` first.
+
+The family of a file is the one its name starts with (`textcraft_train.jsonl`), else the
+config's only `data.families` entry; the split is the one its name ends with
+(`<family>_<split>.jsonl`), else `data.split`. A file whose family cannot be told, or
+whose family has no expert, stops the run with the `solve` command to run instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from horizonrl.config import Config
+from horizonrl.envs.registry import FamilySpec, family_names, get_family
+from horizonrl.eval.solve import solve_split
+
+
+def demo_source(path: Path, cfg: Config) -> tuple[FamilySpec, str]:
+    """`(family, split)` whose expert demos `path` should hold; `ValueError` saying why not."""
+    stem = path.name.removesuffix(".jsonl")
+    named = [f for f in family_names() if stem == f or stem.startswith(f"{f}_")]
+    if named:
+        family = max(named, key=len)
+    elif len(cfg.data.families) == 1:
+        family = cfg.data.families[0]
+    else:
+        raise ValueError(
+            f"its name does not start with a family and data.families is {list(cfg.data.families)}"
+        )
+    spec = get_family(family)
+    if spec.make_expert is None:
+        raise ValueError(f"family {family!r} has no scripted expert")
+    split = stem.removeprefix(f"{family}_")
+    return spec, split if split in spec.splits() else cfg.data.split
+
+
+def ensure_demos(cfg: Config) -> list[Path]:
+    """Write expert demos for each missing file of `data.train_files`; return the files made.
+
+    Stops with `SystemExit` (making nothing) when any missing file cannot be made.
+    """
+    name = cfg.algorithm.name
+    missing = [Path(f) for f in cfg.data.train_files if not Path(f).exists()]
+    plan = []
+    for path in missing:
+        try:
+            plan.append((path, *demo_source(path, cfg)))
+        except ValueError as why:
+            raise SystemExit(
+                f"horizonrl {name}: trajectory file {path} not found; expert demos are made with "
+                f"`horizonrl solve FAMILY --split train --out {path}` (not made here: {why})"
+            ) from None
+    for path, spec, split in plan:
+        trajectories = solve_split(spec, split, out=path, env_kwargs=dict(cfg.env.kwargs.get(spec.name, {})))
+        solved = sum(t.success for t in trajectories)
+        print(
+            f"horizonrl {name}: {path} was missing; wrote {len(trajectories)} expert demos of "
+            f"{spec.name}/{split} there ({solved} solved), as `horizonrl solve {spec.name} --split {split} "
+            f"--out {path}` does",
+            flush=True,
+        )
+    return [path for path, _, _ in plan]
