@@ -141,13 +141,25 @@ class ProcessEnv:
         result: list[str] | None = self._call("available_actions", ())
         return result
 
-    def close(self) -> None:
-        """Ask the child to close its env and exit; kill it if it does not within 5 s."""
-        if self._error is None and self._process.is_alive():
-            with contextlib.suppress(EnvError):
-                self._call_raw("close", (), 5.0)
-        self._error = self._error or f"{self.name}: env is closed"
-        self._reap(wait=5.0)
+    def close(self, grace: float = 5.0) -> None:
+        """Ask the child to close its env and exit; kill it if it does not within 5 s.
+
+        Takes the call lock, so the close request never lands on the pipe between another
+        thread's request and its reply (that thread would read the close's answer, or a
+        closed pipe). A call still running after `grace` seconds (a server shutting down
+        mid-call) is cut short by killing the child: the call raises `EnvError` and lets go.
+        """
+        if not self._lock.acquire(timeout=grace):
+            self._process.kill()
+            self._lock.acquire()
+        try:
+            if self._error is None and self._process.is_alive():
+                with contextlib.suppress(EnvError):
+                    self._call_raw("close", (), 5.0)
+            self._error = self._error or f"{self.name}: env is closed"
+            self._reap(wait=5.0)
+        finally:
+            self._lock.release()
 
     def _call(self, method: str, args: tuple[Any, ...]) -> Any:
         with self._lock:  # one request in flight per pipe
