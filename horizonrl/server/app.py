@@ -12,8 +12,9 @@ v1 routes (ours; bodies and answers are JSON objects):
   "info"}` |
 | `GET /v1/sessions/{sid}` | | item_id, seed, turns, observation, info, reward, done, ... |
 | `GET /v1/sessions/{sid}/actions` | | `{"actions": [...] or null}` |
-| `DELETE /v1/sessions/{sid}` | | `{"session_id", "closed": true}` |
-| `GET /v1/sessions` | | `{"sessions": [{"session_id", "id", "item_id", "turns", "busy"}]}` |
+| `DELETE /v1/sessions/{sid}` | | `{"session_id", "closed": true}`; busy: 202 `{..., "closed": false,
+  "closing": true}`, closed when its call returns |
+| `GET /v1/sessions` | | `{"sessions": [{"session_id", "id", "item_id", "turns", "busy", "closing"}]}` |
 | `GET /v1/info` | | family, description, splits with counts, categories, limits |
 | `GET /healthz` | | `{"status": "ok", "family", "sessions"}` |
 | `GET /metrics` | | Prometheus text |
@@ -149,12 +150,20 @@ class V1Routes:
 
     async def delete(self, request: Request) -> Response:
         session = self.store.get(request.path_params["sid"])
-        await self.store.delete(session)
-        return json_response({"session_id": session.sid, "closed": True})
+        if await self.store.delete(session):
+            return json_response({"session_id": session.sid, "closed": True})
+        return json_response({"session_id": session.sid, "closed": False, "closing": True}, 202)
 
     async def list_sessions(self, request: Request) -> Response:
         rows = [
-            {"session_id": s.sid, "id": s.num, "item_id": s.item_id, "turns": s.turns, "busy": s.busy}
+            {
+                "session_id": s.sid,
+                "id": s.num,
+                "item_id": s.item_id,
+                "turns": s.turns,
+                "busy": s.busy,
+                "closing": s.closing is not None,
+            }
             for s in self.store.by_sid.values()
         ]
         return json_response({"sessions": rows})
@@ -183,6 +192,7 @@ class V1Routes:
             self.spec.name,
             live=len(sessions),
             busy=sum(s.busy for s in sessions),
+            closing=sum(s.closing is not None for s in sessions),
             failed=sum(s.failed is not None for s in sessions),
         )
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

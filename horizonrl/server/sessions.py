@@ -16,8 +16,12 @@ How calls run:
 - A session whose backend died (`EnvError`) is marked failed: every later step on it
   answers 503 with the same message; a reset gives it a fresh worker (and a new
   episode); other sessions are unaffected.
-- The reaper task closes sessions idle for longer than `idle_ttl`; later calls with
-  their id get 404 saying they expired.
+- Closing a busy session (its client gave up on a slow call: the client's timeout is
+  shorter than `call_timeout`) is accepted, and the session closes as soon as that call
+  returns; until then it still counts against `max_sessions`, since it still holds its
+  worker. Refusing it with 409 left it open until the idle TTL, as the client moved on.
+- The reaper task closes sessions idle for longer than `idle_ttl`, never a busy one;
+  later calls with their id get 404 saying they expired.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class Session:
     terminated: bool = False
     truncated: bool = False
     busy: bool = False
+    closing: str | None = None
+    """Why a close was asked for while a call was in progress; the session closes when it returns."""
     failed: str | None = None
     created: float = field(default_factory=time.monotonic)
     last_used: float = field(default_factory=time.monotonic)
@@ -77,6 +83,7 @@ class Session:
             "truncated": self.truncated,
             "done": self.terminated or self.truncated,
             "busy": self.busy,
+            "closing": self.closing is not None,
             "failed": self.failed,
             "idle_s": round(time.monotonic() - self.last_used, 3),
             "worker_pid": self.env.pid if isinstance(self.env, ProcessEnv) else None,
@@ -107,7 +114,7 @@ class Metrics:
                 return
         self.step_counts[-1] += 1
 
-    def render(self, family: str, live: int, busy: int, failed: int) -> str:
+    def render(self, family: str, live: int, busy: int, closing: int, failed: int) -> str:
         fam = f'family="{family}"'
         lines = [
             "# HELP horizonrl_sessions_live Sessions currently open.",
@@ -116,6 +123,10 @@ class Metrics:
             "# HELP horizonrl_sessions_busy Sessions with a call in progress.",
             "# TYPE horizonrl_sessions_busy gauge",
             f"horizonrl_sessions_busy{{{fam}}} {busy}",
+            "# HELP horizonrl_sessions_closing Busy sessions already closed by their client; they close when "
+            "their call returns.",
+            "# TYPE horizonrl_sessions_closing gauge",
+            f"horizonrl_sessions_closing{{{fam}}} {closing}",
             "# HELP horizonrl_sessions_failed Open sessions whose backend died.",
             "# TYPE horizonrl_sessions_failed gauge",
             f"horizonrl_sessions_failed{{{fam}}} {failed}",
@@ -194,7 +205,10 @@ class SessionStore:
         self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
 
     async def shutdown(self) -> None:
-        """Close every session (and so every worker process), then the thread pool."""
+        """Close every session and so every worker, then the thread pool.
+
+        A worker still in a call is given 5 s to finish it, then killed.
+        """
         if self._reaper is not None:
             self._reaper.cancel()
         await asyncio.gather(*(self._close(s, "shutdown") for s in list(self.by_sid.values())))
@@ -205,9 +219,14 @@ class SessionStore:
         while True:
             await asyncio.sleep(period)
             cutoff = time.monotonic() - self.idle_ttl
-            idle = [s for s in self.by_sid.values() if s.last_used < cutoff and not s.busy]
-            for session in idle:
-                await self._close(session, "idle")
+            for session in [s for s in self.by_sid.values() if self._idle(s, cutoff)]:
+                # asked again: closing the one before awaited its worker; a call may have started since
+                if self._idle(session, cutoff):
+                    await self._close(session, "idle")
+
+    @staticmethod
+    def _idle(session: Session, cutoff: float) -> bool:
+        return not session.busy and session.last_used < cutoff
 
     # ---- lookup ----------------------------------------------------------------------------
 
@@ -298,7 +317,7 @@ class SessionStore:
             session.failed = f"session {session.sid}: could not restart its worker: {exc}"
             raise ApiError(503, "backend_failed", session.failed) from None
         finally:
-            session.busy = False
+            await self._release(session)
         self.metrics.revived += 1
 
     async def step(self, session: Session, action: str) -> StepResult:
@@ -325,11 +344,17 @@ class SessionStore:
         result: list[str] | None = await self._call(session, "actions", session.env.available_actions)
         return result
 
-    async def delete(self, session: Session, reason: str = "client") -> None:
-        """Close a session on request (`reason` "client"), or after its first reset failed ("unused")."""
+    async def delete(self, session: Session, reason: str = "client") -> bool:
+        """Close a session on request (`reason` "client"), or after its first reset failed ("unused").
+
+        Returns False when the session is busy: it closes when its call returns. A client
+        that timed out on that call is not waiting for it, and would ignore a refusal.
+        """
         if session.busy:
-            raise ApiError(409, "session_busy", f"session {session.sid} has a call in progress; retry")
+            session.closing = reason
+            return False
         await self._close(session, reason)
+        return True
 
     async def _close(self, session: Session, reason: str) -> None:
         if self.by_sid.pop(session.sid, None) is None:
@@ -367,17 +392,26 @@ class SessionStore:
         except Exception as exc:
             raise self._env_error(session, what, exc) from None
         finally:
-            session.busy = False
-            session.last_used = time.monotonic()
+            await self._release(session)
         if what == "step":
             self.metrics.observe_step(time.perf_counter() - start)
         return result
+
+    async def _release(self, session: Session) -> None:
+        """End a call on `session`: clear its busy flag, and close it if a close was asked for meanwhile."""
+        session.busy = False
+        session.last_used = time.monotonic()
+        if session.closing is not None:
+            await self._close(session, session.closing)
 
     async def _offload(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kw))
 
     def _check_usable(self, session: Session) -> None:
+        """404 for a session closed since it was looked up, 503 for one whose backend died."""
+        if self.by_sid.get(session.sid) is not session:
+            raise self._unknown(session.sid, f"session {session.sid!r}")
         if session.failed is not None:
             raise ApiError(503, "backend_failed", session.failed)
 

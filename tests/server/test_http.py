@@ -240,3 +240,107 @@ def test_an_oversized_body_of_any_size_gets_413_and_the_server_keeps_serving(ser
     step = httpx.post(f"{server.url}/v1/sessions/{sid}/step", json={"action": "look"})
     assert step.json()["observation"] == "srvtoy_2 seed=None turn=1: you said look"
     assert httpx.post(f"{server.url}/step", json={"id": num, "action": "win"}).json()["reward"] == 1.0
+
+
+def wait_until(condition, timeout: float = 10.0) -> bool:
+    """Poll `condition()` until it holds or `timeout` seconds pass; whether it held."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def listed(url: str) -> dict[str, dict]:
+    """`GET /v1/sessions` by session id (the listing does not count as using a session)."""
+    return {row["session_id"]: row for row in httpx.get(f"{url}/v1/sessions").json()["sessions"]}
+
+
+def metric(url: str, line_start: str) -> str:
+    (line,) = [line for line in httpx.get(f"{url}/metrics").text.splitlines() if line.startswith(line_start)]
+    return line.rsplit(" ", 1)[1]
+
+
+@pytest.mark.parametrize("protocol", ["v1", "agentgym"])
+def test_clients_that_time_out_on_a_slow_step_leave_no_sessions_behind(serve, protocol) -> None:
+    server = serve("srvtoyproc", max_sessions=2)
+    for _ in range(2):  # fill the cap with clients that give up on their step
+        env = RemoteEnv(server.url, family="srvtoyproc", protocol=protocol, timeout=0.5)
+        env.reset("srvtoyproc_1")
+        with pytest.raises(EnvError, match="step"):
+            env.step("sleep 1.5")
+        env.close()  # its session is busy with the step the client gave up on
+    assert wait_until(lambda: httpx.get(f"{server.url}/healthz").json()["sessions"] == 0)
+    assert metric(server.url, "horizonrl_sessions_live") == "0"
+    assert metric(server.url, 'horizonrl_sessions_closed_total{family="srvtoyproc",reason="client"}') == "2"
+    players = [RemoteEnv(server.url, family="srvtoyproc", protocol=protocol, retries=0) for _ in range(2)]
+    for env in players:  # the cap is free again
+        env.reset("srvtoyproc_2")
+        assert env.step("win").reward == 1.0
+    for env in players:
+        env.close()
+
+
+@pytest.mark.parametrize("protocol", ["v1", "agentgym"])
+def test_closing_a_busy_session_is_accepted_and_done_when_its_call_returns(serve, protocol) -> None:
+    server = serve("srvtoyproc")
+    if protocol == "v1":
+        sid = httpx.post(f"{server.url}/v1/sessions", json={"item_id": "srvtoyproc_1"}).json()["session_id"]
+        step = lambda: httpx.post(f"{server.url}/v1/sessions/{sid}/step", json={"action": "sleep 0.8"})  # noqa: E731
+        close = lambda: httpx.delete(f"{server.url}/v1/sessions/{sid}")  # noqa: E731
+    else:
+        num = httpx.post(f"{server.url}/create").json()["id"]
+        httpx.post(f"{server.url}/reset", json={"id": num, "data_idx": 1})
+        (sid,) = listed(server.url)
+        step = lambda: httpx.post(f"{server.url}/step", json={"id": num, "action": "sleep 0.8"})  # noqa: E731
+        close = lambda: httpx.post(f"{server.url}/close", json={"id": num})  # noqa: E731
+    replies: list[httpx.Response] = []
+    thread = threading.Thread(target=lambda: replies.append(step()))
+    thread.start()
+    assert wait_until(lambda: listed(server.url)[sid]["busy"])
+    accepted = close()
+    assert accepted.status_code == (202 if protocol == "v1" else 200)
+    assert accepted.json()["closed"] is False and accepted.json()["closing"] is True
+    assert listed(server.url)[sid]["closing"] is True
+    assert metric(server.url, "horizonrl_sessions_closing") == "1"
+    thread.join()
+    assert replies[0].status_code == 200 and "turn=1: you said sleep 0.8" in replies[0].text
+    assert listed(server.url) == {}
+    gone = httpx.get(f"{server.url}/v1/sessions/{sid}")
+    assert gone.status_code == 404 and "closed by the client" in gone.json()["error"]["message"]
+    assert metric(server.url, "horizonrl_sessions_live") == "0"
+    assert metric(server.url, "horizonrl_sessions_closing") == "0"
+    assert metric(server.url, 'horizonrl_sessions_closed_total{family="srvtoyproc",reason="client"}') == "1"
+
+
+def test_the_reaper_skips_a_session_that_became_busy_during_its_round(serve) -> None:
+    """A round of the reaper lists the idle sessions, then closes them one by one, each close
+    awaiting its worker: one listed idle may be busy by the time the reaper reaches it."""
+    server = serve("srvtoyproc", idle_ttl=0.3)
+    blocker, slow, victim = (
+        httpx.post(f"{server.url}/v1/sessions", json={"item_id": "srvtoyproc_1"}).json()["session_id"]
+        for _ in range(3)
+    )
+    for sid in (blocker, slow):  # closing these two keeps the reaper busy for 1 s each
+        httpx.post(f"{server.url}/v1/sessions/{sid}/step", json={"action": "slowclose 1.0"})
+
+    def touch(*sids: str) -> None:
+        for sid in sids:
+            httpx.get(f"{server.url}/v1/sessions/{sid}")
+
+    # 1. keep the other two in use until the reaper has started closing the blocker; while it
+    # waits for that worker they go idle, so its next round lists [slow, victim] together
+    assert wait_until(lambda: touch(slow, victim) or blocker not in listed(server.url))
+    # 2. the reaper is now closing `slow`, `victim` next: make `victim` busy meanwhile
+    assert wait_until(lambda: slow not in listed(server.url))
+    replies: list[httpx.Response] = []
+    url = f"{server.url}/v1/sessions/{victim}/step"
+    thread = threading.Thread(target=lambda: replies.append(httpx.post(url, json={"action": "sleep 2"})))
+    thread.start()
+    seen_during_step = []
+    while thread.is_alive():
+        seen_during_step.append(victim in listed(server.url))
+        time.sleep(0.05)
+    assert all(seen_during_step), "the reaper closed a session in the middle of its step"
+    assert replies[0].status_code == 200 and "you said sleep 2" in replies[0].text

@@ -1,5 +1,5 @@
 """Toy families for the server tests: session-specific observations, and actions that
-sleep, raise or kill the worker, so every server path can be driven on purpose."""
+sleep, raise, kill the worker or slow its close, so every server path can be driven on purpose."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ class ToyEnv:
     """Observations name the item, seed and turn, so a mixed-up session is visible.
 
     Actions: "win" solves the item; "sleep S" sleeps S seconds; "boom" raises;
-    "die" kills the process (only sensible in a worker); anything else is echoed.
+    "die" kills the process (only sensible in a worker); "slowclose S" makes `close`
+    take S seconds; anything else is echoed.
     """
 
     family = "srvtoy"
@@ -27,6 +28,7 @@ class ToyEnv:
         self.item_id: str | None = None
         self.seed: int | None = None
         self.turn = 0
+        self.close_delay = 0.0
 
     def _category(self) -> str:
         return "even" if parse_item_id(self.item_id or "x_0")[1] % 2 == 0 else "odd"
@@ -46,6 +48,8 @@ class ToyEnv:
             raise RuntimeError("the toy env exploded")
         elif action == "die":
             os._exit(3)
+        elif action.startswith("slowclose "):
+            self.close_delay = float(action.split()[1])
         won = action == "win"
         said = "solved" if won else f"you said {action[:30]}"
         obs = f"{self.item_id} seed={self.seed} turn={self.turn}: {said}"
@@ -55,7 +59,7 @@ class ToyEnv:
         return ["win", "look"]
 
     def close(self) -> None:
-        pass
+        time.sleep(self.close_delay)
 
 
 class ProcToyEnv(ToyEnv):
