@@ -184,9 +184,11 @@ def solve_main(args: argparse.Namespace) -> int:
     if failed:
         print(f"{len(failed)} episodes failed; first: {failed[0].item_id}: {failed[0].fail_reason}")
     if summary["truncated"]:
-        print(
-            f"{summary['truncated']} of {summary['n']} episodes truncated at --max-turns {args.max_turns} "
-            "(unsolved); without --max-turns the expert plays to the end"
+        by = (
+            f"at --max-turns {args.max_turns} (or by the env's own limit); without it the expert plays on"
+            if args.max_turns
+            else "by the env's own step limit"
         )
+        print(f"{summary['truncated']} of {summary['n']} episodes truncated (unsolved) {by}")
     print(json.dumps(summary))
     return 0

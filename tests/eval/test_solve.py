@@ -91,7 +91,7 @@ def test_solve_summary_counts_truncations_under_a_cap(capsys):
     assert {"family", "split", "n", "success_rate", "mean_score", "by_category"} <= set(summary)
     assert summary["n"] == 8 and summary["success_rate"] == 0.75
     assert summary["max_turns"] == 2 and summary["truncated"] == 2
-    assert any("2 of 8 episodes truncated" in line for line in lines)
+    assert any("2 of 8 episodes truncated (unsolved) at --max-turns 2" in line for line in lines)
 
     *lines, last = _summary(capsys)
     summary = json.loads(last)
