@@ -8,7 +8,8 @@ so `horizonrl train configs/quickstart.yaml` works without running `solve` first
 The family of a file is the one its name starts with (`textcraft_train.jsonl`), else the
 config's only `data.families` entry; the split is the one its name ends with
 (`<family>_<split>.jsonl`), else `data.split`. A file whose family cannot be told, or
-whose family has no expert, stops the run with the `solve` command to run instead.
+whose family has no expert, stops the run with the `solve` command to run instead; so does
+any missing file of a DPO run (its pairs need failed trajectories too, which demos lack).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def ensure_demos(cfg: Config) -> list[Path]:
     plan = []
     for path in missing:
         try:
+            if name == "dpo":
+                raise ValueError("DPO pairs need failed trajectories too, and expert demos are all solved")
             plan.append((path, *demo_source(path, cfg)))
         except ValueError as why:
             raise SystemExit(

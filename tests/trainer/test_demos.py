@@ -55,6 +55,13 @@ def test_family_without_expert_stops_and_makes_nothing(tmp_path):
     assert not made.exists() and not cannot.exists()
 
 
+def test_dpo_does_not_get_demos(tmp_path):
+    path = tmp_path / "textcraft_train.jsonl"
+    with pytest.raises(SystemExit, match="horizonrl dpo: trajectory file .* DPO pairs need failed"):
+        ensure_demos(_cfg(f"data.train_files=[{path}]", "algorithm.name=dpo"))
+    assert not path.exists()
+
+
 def test_training_run_makes_missing_demos_first(tmp_path, monkeypatch):
     class Reached(Exception):
         pass
