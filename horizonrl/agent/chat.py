@@ -2,7 +2,7 @@
 
     fmt = ChatFormat(tokenizer)                        # separators derived from its chat template
     conv = TokenConversation(fmt, prompt.initial_messages(first_observation))
-    request = conv.request(cache_key=...)             # token ids so far (ends with the generation prompt)
+    conv.token_ids                                     # ids so far (ends with the generation prompt)
     conv.add_assistant(result.token_ids, result.logprobs)   # sampled ids, mask 1
     conv.add_observation("You got 1 oak log.")         # the template's user turn, mask 0
 
@@ -29,10 +29,8 @@ text. The token ids are always what the model actually saw during the rollout.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-from horizonrl.rollout.backends.base import GenerationRequest
 
 PLACEHOLDER = "HORIZONRL_ASSISTANT_CONTENT_7f3a"
 _PROBE_SYSTEM = "S"
@@ -138,11 +136,6 @@ class TokenConversation:
     def response_length(self) -> int:
         return len(self.token_ids) - self.prompt_length
 
-    def request(self, cache_key: Hashable | None = None, max_tokens: int | None = None) -> GenerationRequest:
-        return GenerationRequest(
-            token_ids=list(self.token_ids), messages=self.messages, max_tokens=max_tokens, cache_key=cache_key
-        )
-
     def _extend(self, ids: Sequence[int], mask: int, logprobs: Sequence[float | None] | None = None) -> None:
         self.token_ids.extend(ids)
         self.loss_mask.extend([mask] * len(ids))
@@ -188,9 +181,6 @@ class MessageConversation:
     @property
     def response_length(self) -> int:
         return 0
-
-    def request(self, cache_key: Hashable | None = None, max_tokens: int | None = None) -> GenerationRequest:
-        return GenerationRequest(messages=list(self.messages), max_tokens=max_tokens, cache_key=cache_key)
 
     def add_assistant(
         self, sampled: Sequence[int], logprobs: Sequence[float], finish_reason: str, text: str | None = None

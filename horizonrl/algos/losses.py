@@ -13,6 +13,8 @@ Rows with no sampled token are left out of the seq-mean modes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -67,20 +69,53 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     return -(logp.exp() * logp).sum(dim=-1)
 
 
+@dataclass(frozen=True)
+class PolicyLossParams:
+    """The settings every policy loss receives (built once from `AlgorithmConfig`)."""
+
+    clip_low: float = 0.2
+    """Lower clip of the ratio: `1 - clip_low`."""
+    clip_high: float = 0.2
+    """Upper clip of the ratio: `1 + clip_high` (raise it for clip-higher)."""
+    dual_clip: float | None = None
+    """Dual-clip constant c > 1 for negative advantages; None disables."""
+    agg: str = "token-mean"
+    """Aggregation mode (`AGGREGATIONS`)."""
+
+    def __post_init__(self) -> None:
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1, got {self.dual_clip}")
+        if self.agg not in AGGREGATIONS:
+            raise KeyError(f"unknown loss aggregation {self.agg!r}; valid: {', '.join(AGGREGATIONS)}")
+
+
+class PolicyLossFn(Protocol):
+    """One signature for every policy loss: per-token `(B, T)` tensors and the shared parameters.
+
+    `logprobs` are the current policy's (with grad), `old_logprobs` the behaviour policy's, both
+    under the same distribution (the learner's logprob temperature); returns the aggregated loss
+    and detached scalar stats."""
+
+    def __call__(
+        self,
+        logprobs: Tensor,
+        old_logprobs: Tensor,
+        advantages: Tensor,
+        loss_mask: Tensor,
+        params: PolicyLossParams,
+    ) -> tuple[Tensor, dict[str, Tensor]]: ...
+
+
 def ppo_policy_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,
     advantages: Tensor,
     loss_mask: Tensor,
-    *,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    dual_clip: float | None = None,
-    agg: str = "token-mean",
+    params: PolicyLossParams,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO's clipped surrogate, with optional asymmetric clip and dual clip.
 
-        ratio = exp(logprobs - old_logprobs)
+        ratio = exp(logprobs - old_logprobs)        pi_theta(a|s) / pi_old(a|s)
         l     = max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high))
         dual clip (A < 0 only): l = min(l, -A * dual_clip)       (dual_clip > 1)
 
@@ -89,27 +124,26 @@ def ppo_policy_loss(
     Schulman et al. 2017, https://arxiv.org/abs/1707.06347; dual clip: Ye et al. 2020,
     https://arxiv.org/abs/1912.09729
     """
-    if dual_clip is not None and dual_clip <= 1.0:
-        raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
     log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    clipped = -advantages * ratio.clamp(1.0 - params.clip_low, 1.0 + params.clip_high)
     loss = torch.maximum(unclipped, clipped)
-    if dual_clip is not None:
-        loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * dual_clip), loss)
+    if params.dual_clip is not None:
+        loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * params.dual_clip), loss)
     stats = {
         "clip_frac": _token_mean((clipped > unclipped).float(), loss_mask).detach(),
         "approx_kl": _token_mean(-log_ratio, loss_mask).detach(),
+        "ratio_max_dev": ((ratio - 1.0).abs() * loss_mask).max().detach(),
     }
-    return aggregate(loss, loss_mask, agg), stats
+    return aggregate(loss, loss_mask, params.agg), stats
 
 
-POLICY_LOSSES = {"ppo": ppo_policy_loss}
-"""Policy losses by name (`algorithm.policy_loss`); each has `ppo_policy_loss`'s signature."""
+POLICY_LOSSES: dict[str, PolicyLossFn] = {"ppo": ppo_policy_loss}
+"""Policy losses by name (`algorithm.policy_loss`), all `PolicyLossFn`."""
 
 
-def get_policy_loss(name: str) -> Callable[..., tuple[Tensor, dict[str, Tensor]]]:
+def get_policy_loss(name: str) -> PolicyLossFn:
     if name not in POLICY_LOSSES:
         raise KeyError(f"unknown policy loss {name!r}; valid: {', '.join(POLICY_LOSSES)}")
     return POLICY_LOSSES[name]

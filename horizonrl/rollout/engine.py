@@ -37,7 +37,12 @@ from horizonrl.agent.chat import ChatFormat, MessageConversation, TokenConversat
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
 from horizonrl.envs.core import StepResult
 from horizonrl.envs.registry import get_family
-from horizonrl.rollout.backends.base import GenerationResult, PolicyBackend, SamplingParams
+from horizonrl.rollout.backends.base import (
+    GenerationRequest,
+    GenerationResult,
+    PolicyBackend,
+    SamplingParams,
+)
 from horizonrl.rollout.envpool import AsyncEnv, EnvPool
 from horizonrl.rollout.progress import RolloutProgress
 from horizonrl.rollout.trajectory import Trajectory
@@ -261,7 +266,14 @@ class RolloutEngine:
                 ep.finish("max_response_length", truncated=True)
                 continue
             asking.append(ep)
-            requests.append(ep.conv.request(cache_key=ep.index, max_tokens=min(cfg.max_tokens, budget)))
+            requests.append(
+                GenerationRequest(
+                    token_ids=list(ep.conv.token_ids),
+                    messages=list(ep.conv.messages),
+                    max_tokens=min(cfg.max_tokens, budget),
+                    cache_key=ep.index,
+                )
+            )
         if not asking:
             return
         params = SamplingParams(

@@ -35,8 +35,8 @@ from horizonrl.config import Config
 from horizonrl.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from horizonrl.trainer.batch import collate
 from horizonrl.trainer.data import ItemSampler, load_items
+from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
-from horizonrl.trainer.rl import Episode, Rollout
 from horizonrl.trainer.sft import SupervisedRun, load_trajectories, sft_examples, sft_step
 
 
@@ -46,8 +46,7 @@ class AgentEvolTrainer(SupervisedRun):
     def __init__(
         self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
     ) -> None:
-        super().__init__(cfg, env_urls=env_urls)
-        self._rollout = rollout
+        super().__init__(cfg, rollout=rollout, env_urls=env_urls)
         d = cfg.data
         self.items = load_items(d.families, d.split, categories=d.categories, limit=d.max_items)
         self.item_sampler = ItemSampler(self.items, seed=cfg.trainer.seed, shuffle=d.shuffle)

@@ -26,7 +26,7 @@ from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
 from horizonrl.rollout.trajectory import Trajectory
-from horizonrl.trainer.rl import Episode
+from horizonrl.trainer.episodes import Episode
 
 
 class EngineRollout:

@@ -27,6 +27,7 @@ import torch
 
 from horizonrl.algos.advantages import get_estimator
 from horizonrl.algos.losses import (
+    PolicyLossParams,
     aggregate,
     entropy_from_logits,
     get_policy_loss,
@@ -37,6 +38,7 @@ from horizonrl.algos.losses import (
 from horizonrl.config import Config
 from horizonrl.models import load_model
 from horizonrl.trainer.batch import Batch, micro_batches
+from horizonrl.trainer.workflows import get_workflow
 
 Tensor = torch.Tensor
 
@@ -94,6 +96,10 @@ class Learner:
         self.device = device
         self.estimator = get_estimator(cfg.algorithm.estimator)
         self.policy_loss = get_policy_loss(cfg.algorithm.policy_loss)
+        a = cfg.algorithm
+        self.policy_loss_params = PolicyLossParams(
+            clip_low=a.clip_ratio_low, clip_high=a.clip_ratio_high, dual_clip=a.dual_clip, agg=a.loss_agg
+        )
         actor, self.tokenizer = load_model(cfg.model.path, seed=cfg.trainer.seed)
         self.critic = (
             _build_critic(actor, cfg.trainer.seed).to(device) if self.estimator.needs_critic else None
@@ -213,9 +219,8 @@ class Learner:
         )
 
     def _needs_reference(self) -> bool:
-        """DPO always; RL when `kl_coef > 0`; SFT / AgentEvol never (no KL term)."""
-        name = self.cfg.algorithm.name
-        return name == "dpo" or (name not in ("sft", "agentevol") and self.cfg.algorithm.kl_coef > 0)
+        """What the workflow's registry entry says (DPO always, RL when `kl_coef > 0`, SFT never)."""
+        return get_workflow(self.cfg.algorithm.name).needs_reference(self.cfg.algorithm.kl_coef)
 
     # --- the update ----------------------------------------------------------------------
     def update(self, batch: Batch, step: int) -> dict[str, float]:
@@ -287,10 +292,7 @@ class Learner:
             mb.old_logprobs.to(self.device),
             mb.advantages.to(self.device),
             mask,
-            clip_low=a.clip_ratio_low,
-            clip_high=a.clip_ratio_high,
-            dual_clip=a.dual_clip,
-            agg=a.loss_agg,
+            self.policy_loss_params,
         )
         ent = aggregate(entropy, mask, a.loss_agg)
         loss = pg - a.entropy_coef * ent

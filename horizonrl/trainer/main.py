@@ -18,8 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from horizonrl.config import Config, ConfigError, load_config
-
-RL_ALGORITHMS = ("ppo", "grpo", "rloo", "reinforce_pp")
+from horizonrl.trainer.workflows import get_workflow
 
 
 def _load(args: argparse.Namespace, command: str, name: str | None = None) -> Config:
@@ -54,39 +53,27 @@ def run(cfg: Config) -> int:
     from horizonrl.trainer.servers import env_servers
 
     name = cfg.algorithm.name
-    if name in ("sft", "dpo") and not cfg.data.train_files:
+    workflow = get_workflow(name)
+    warm_start = workflow.warm_start and cfg.sft.warmup_steps > 0
+    if workflow.needs_train_files and not cfg.data.train_files:
         raise SystemExit(f"horizonrl {name}: set data.train_files=[FILE.jsonl, ...] (trajectory files)")
-    reads_trajectories = name in ("sft", "dpo", "agentevol") or cfg.sft.warmup_steps > 0
+    reads_trajectories = workflow.reads_trajectories or warm_start
     if reads_trajectories:  # missing trajectory files: expert demos, or a SystemExit saying how
         from horizonrl.trainer.demos import ensure_demos
 
         ensure_demos(cfg)
+    jsonl = [f for f in cfg.data.train_files if str(f).endswith(".jsonl")]
+    if jsonl and not reads_trajectories:
+        raise SystemExit(
+            f"horizonrl train: data.train_files {jsonl} look like trajectory files, which only SFT "
+            "reads (set sft.warmup_steps > 0 for a warm start); plain RL reads Data-ID JSON item "
+            "files, or set data.train_files=[] to use the families' splits"
+        )
     with env_servers(cfg) as urls:
-        if name == "sft":
-            from horizonrl.trainer.sft import SFTTrainer
-
-            SFTTrainer(cfg, env_urls=urls).fit()
-        elif name == "dpo":
-            from horizonrl.trainer.dpo import DPOTrainer
-
-            DPOTrainer(cfg, env_urls=urls).fit()
-        elif name == "agentevol":
-            from horizonrl.trainer.agentevol import AgentEvolTrainer
-
-            AgentEvolTrainer(cfg, env_urls=urls).fit()
-        elif cfg.sft.warmup_steps > 0:
+        if warm_start:
             warm_started_rl(cfg, urls)
         else:
-            jsonl = [f for f in cfg.data.train_files if str(f).endswith(".jsonl")]
-            if jsonl:
-                raise SystemExit(
-                    f"horizonrl train: data.train_files {jsonl} look like trajectory files, which only SFT "
-                    "reads (set sft.warmup_steps > 0 for a warm start); plain RL reads Data-ID JSON item "
-                    "files, or set data.train_files=[] to use the families' splits"
-                )
-            from horizonrl.trainer.rl import RLTrainer
-
-            RLTrainer(cfg, env_urls=urls).fit()
+            workflow.trainer_class()(cfg, env_urls=urls).fit()
     print(f"horizonrl: run written to {cfg.trainer.output_dir}", flush=True)
     return 0
 

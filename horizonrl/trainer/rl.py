@@ -18,56 +18,21 @@ its last token), as the reference does.
 
 from __future__ import annotations
 
-import json
-import random
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
 from horizonrl.algos.advantages import place_rewards
 from horizonrl.algos.kl import kl_estimate
 from horizonrl.algos.losses import kl_reward_penalty
-from horizonrl.config import Config, to_yaml
+from horizonrl.config import Config
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 from horizonrl.trainer.batch import Batch, collate
-from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from horizonrl.trainer.data import ItemSampler
-from horizonrl.trainer.learner import Learner
-from horizonrl.trainer.monitor import Monitor, PhaseTimer
+from horizonrl.trainer.episodes import Episode, Rollout
+from horizonrl.trainer.monitor import PhaseTimer
+from horizonrl.trainer.run import TrainingRun
 from horizonrl.trainer.schedule import make_schedule
-
-
-@dataclass(frozen=True)
-class Episode:
-    """One episode to play: an item, its group (all samples of one item), seed and turn cap."""
-
-    item_id: str
-    group_id: int
-    sample_index: int
-    seed: int
-    """Env reset seed, shared by the group; sampling seeds derive from it and `sample_index`."""
-    max_turns: int
-
-
-class Rollout(Protocol):
-    """Plays episodes with the current policy. `greedy` is for evaluation."""
-
-    def __call__(self, episodes: list[Episode], *, step: int, greedy: bool = False) -> list[Trajectory]: ...
-
-
-def setup_torch(cfg: Config) -> torch.device:
-    t = cfg.trainer
-    torch.set_num_threads(t.num_threads)
-    if t.deterministic:
-        torch.use_deterministic_algorithms(True, warn_only=True)
-    random.seed(t.seed)
-    torch.manual_seed(t.seed)
-    if t.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(t.device)
 
 
 def trajectory_return(traj: Trajectory, cfg: Config) -> float:
@@ -108,63 +73,22 @@ def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config
     return place_rewards(batch.loss_mask, outcome)
 
 
-def evaluate_policy(cfg: Config, rollout: Rollout, out: Path, step: int) -> dict[str, Any]:
-    """Greedy rollout of `cfg.eval` items; writes `out/trajectories.jsonl` and `out/report.json`."""
-    from horizonrl.eval.metrics import success_summary
-    from horizonrl.trainer.data import load_items
+class RLTrainer(TrainingRun):
+    kind = "rl"
 
-    e = cfg.eval
-    families = e.families or cfg.data.families
-    items = load_items(families, e.split, categories=e.categories, limit=e.limit)
-    cap = e.max_turns or max(cfg.schedule.rounds)
-    episodes = [
-        Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
-        for i, item in enumerate(items)
-        for k in range(e.n)
-    ]
-    start = time.perf_counter()
-    trajectories = rollout(episodes, step=step, greedy=True)
-    write_jsonl(out / "trajectories.jsonl", trajectories)
-    report = {
-        "step": step,
-        "split": e.split,
-        "families": families,
-        "max_turns": cap,
-        "wall_s": round(time.perf_counter() - start, 1),
-        **success_summary(trajectories),
-    }
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
-    return report
-
-
-class RLTrainer:
     def __init__(
         self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
     ) -> None:
-        self.cfg = cfg
-        self.env_urls = dict(env_urls or {})
-        """Family -> env server URL; other families run in-process."""
-        self.run_dir = Path(cfg.trainer.output_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.device = setup_torch(cfg)
-        self.learner = Learner(cfg, self.device)
+        super().__init__(cfg, rollout=rollout, env_urls=env_urls)
         self.schedule = make_schedule(cfg.schedule, seed=cfg.trainer.seed)
         self.sampler = ItemSampler.from_config(cfg.data, cfg.trainer.seed)
-        self.rollout = rollout
-        self.step = 0
-        """Steps completed; checkpoint `step_N` holds the state after N steps."""
-        checkpoint = resolve_resume(cfg.trainer.resume, self.run_dir)
-        if checkpoint is not None:
-            self.load(checkpoint)
-        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
-        self.monitor = Monitor(self.run_dir, cfg.logging, json.loads(json.dumps(_as_dict(cfg))))
-        self.monitor.truncate_after(self.step)
+        self.resume()
 
     # --- the loop ------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
         """Train until `trainer.total_steps`; returns the last step's metrics."""
         cfg, metrics = self.cfg, {}
-        rollout = self._rollout()
+        rollout = self.rollout()
         while self.step < cfg.trainer.total_steps:
             timer = PhaseTimer()
             with timer("step"):
@@ -185,9 +109,9 @@ class RLTrainer:
             self.step += 1
             stats = {**select_stats, **adv_stats, **update_stats, "update/skipped": float(batch is None)}
             metrics = self.log(episodes, trajectories, batch, stats, timer)
-            if self._due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
+            if self.due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
                 self.save()
-            if self._due(cfg.eval.every):
+            if self.due(cfg.eval.every):
                 metrics |= self.evaluate(f"eval/step_{self.step}")
         if cfg.eval.at_end:
             metrics |= self.evaluate("eval/final")
@@ -271,48 +195,10 @@ class RLTrainer:
             write_jsonl(self.run_dir / "trajectories" / f"step_{self.step}.jsonl", trajectories)
         return metrics
 
-    def evaluate(self, name: str) -> dict[str, float]:
-        """Greedy rollout on the eval split; writes `<run>/<name>/report.json` (+ trajectories)."""
-        report = evaluate_policy(self.cfg, self._rollout(), self.run_dir / name, self.step)
-        metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
-        self.monitor.log(self.step, metrics)
-        return metrics
-
     # --- checkpoints ---------------------------------------------------------------------
-    def save(self) -> Path:
-        state = {"schedule": self.schedule.state_dict(), "data": self.sampler.state_dict()}
-        return save_checkpoint(
-            self.run_dir,
-            self.step,
-            models=self.learner.models(),
-            optimizers=self.learner.optimizers(),
-            trainer_state=state,
-            tokenizer=self.learner.tokenizer,
-            keep_last=self.cfg.trainer.keep_last,
-        )
+    def trainer_state(self) -> dict[str, Any]:
+        return {"schedule": self.schedule.state_dict(), "data": self.sampler.state_dict()}
 
-    def load(self, path: Path) -> None:
-        state = load_checkpoint(path, models=self.learner.models(), optimizers=self.learner.optimizers())
-        self.step = int(state["step"])
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
         self.schedule.load_state_dict(state["schedule"])
         self.sampler.load_state_dict(state["data"])
-        print(f"horizonrl: resumed from {path} at step {self.step}", flush=True)
-
-    # --- helpers -------------------------------------------------------------------------
-    def _due(self, every: int) -> bool:
-        return every > 0 and self.step % every == 0
-
-    def _rollout(self) -> Rollout:
-        if self.rollout is None:
-            from horizonrl.trainer.engine_rollout import EngineRollout
-
-            self.rollout = EngineRollout(self.cfg, self.learner.actor, self.learner.tokenizer, self.env_urls)
-        return self.rollout
-
-
-def _as_dict(cfg: Config) -> dict[str, Any]:
-    from omegaconf import OmegaConf
-
-    out = OmegaConf.to_container(OmegaConf.structured(cfg))
-    assert isinstance(out, dict)
-    return {str(k): v for k, v in out.items()}

@@ -25,7 +25,6 @@ than `sft.max_length` tokens are cut at that length.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,14 +32,14 @@ from typing import Any
 import torch
 
 from horizonrl.agent.chat import ChatFormat, TokenConversation
-from horizonrl.config import Config, to_yaml
+from horizonrl.config import Config
 from horizonrl.rollout.trajectory import Trajectory, read_jsonl
 from horizonrl.trainer.batch import Batch, collate, micro_batches
-from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from horizonrl.trainer.data import ItemSampler
+from horizonrl.trainer.episodes import Rollout
 from horizonrl.trainer.learner import Learner
-from horizonrl.trainer.monitor import Monitor, PhaseTimer
-from horizonrl.trainer.rl import _as_dict, evaluate_policy, setup_torch
+from horizonrl.trainer.monitor import PhaseTimer
+from horizonrl.trainer.run import TrainingRun
 
 
 def tokenize_trajectory(traj: Trajectory, fmt: ChatFormat, max_length: int | None = None) -> Trajectory:
@@ -142,27 +141,18 @@ def sft_step(learner: Learner, batch: Batch) -> dict[str, float]:
     }
 
 
-class SupervisedRun:
-    """What SFT, DPO and AgentEvol share: learner, run dir, metrics, checkpoints, greedy eval."""
+class SupervisedRun(TrainingRun):
+    """What SFT and DPO share on top of `TrainingRun`: a sampler over examples and the step loop."""
 
     kind = "sft"
-
-    def __init__(self, cfg: Config, *, env_urls: dict[str, str] | None = None) -> None:
-        self.cfg = cfg
-        self.env_urls = dict(env_urls or {})
-        self.run_dir = Path(cfg.trainer.output_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.device = setup_torch(cfg)
-        self.learner = Learner(cfg, self.device)
-        self.fmt = ChatFormat(self.learner.tokenizer)
-        self.step = 0
-        self._rollout: Any = None
-        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
-        self.monitor = Monitor(self.run_dir, cfg.logging, _as_dict(cfg))
-
-    # --- checkpoints ---------------------------------------------------------------------
     sampler: ItemSampler | None = None
     """The step batches' cursor (SFT examples, DPO pairs), saved with every checkpoint."""
+
+    def __init__(
+        self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(cfg, rollout=rollout, env_urls=env_urls)
+        self.fmt = ChatFormat(self.learner.tokenizer)
 
     def trainer_state(self) -> dict[str, Any]:
         return {"data": self.sampler.state_dict()} if self.sampler is not None else {}
@@ -170,49 +160,6 @@ class SupervisedRun:
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         if self.sampler is not None:
             self.sampler.load_state_dict(state["data"])
-
-    def resume(self) -> None:
-        """Continue from the checkpoint `trainer.resume` selects (if any); drop later metric lines."""
-        checkpoint = resolve_resume(self.cfg.trainer.resume, self.run_dir)
-        if checkpoint is not None:
-            state = load_checkpoint(
-                checkpoint, models=self.learner.models(), optimizers=self.learner.optimizers()
-            )
-            self.step = int(state["step"])
-            self.load_trainer_state(state)
-            self.say(f"resumed from {checkpoint} at step {self.step}")
-        self.monitor.truncate_after(self.step)
-
-    def save(self) -> Path:
-        return save_checkpoint(
-            self.run_dir,
-            self.step,
-            models=self.learner.models(),
-            optimizers=self.learner.optimizers(),
-            trainer_state={"kind": self.kind, **self.trainer_state()},
-            tokenizer=self.learner.tokenizer,
-            keep_last=self.cfg.trainer.keep_last,
-        )
-
-    def final_model_dir(self) -> Path:
-        return self.run_dir / "checkpoints" / f"step_{self.step}" / "model"
-
-    # --- eval ----------------------------------------------------------------------------
-    def rollout(self) -> Any:
-        if self._rollout is None:
-            from horizonrl.trainer.engine_rollout import EngineRollout
-
-            self._rollout = EngineRollout(self.cfg, self.learner.actor, self.learner.tokenizer, self.env_urls)
-        return self._rollout
-
-    def evaluate(self, name: str) -> dict[str, float]:
-        """Greedy rollout of `eval.split`; writes `<run>/<name>/report.json` and its trajectories."""
-        self.say(f"eval {name}: greedy rollouts of the {self.cfg.eval.split} split")
-        report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step)
-        self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n']} ({report['wall_s']} s)")
-        metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
-        self.monitor.log(self.step, metrics)
-        return metrics
 
     # --- the loop ------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
@@ -256,13 +203,6 @@ class SupervisedRun:
     def step_line(self, metrics: dict[str, float]) -> str:
         """The method's part of the per-step console line."""
         raise NotImplementedError
-
-    def say(self, text: str) -> None:
-        if self.cfg.logging.console:
-            print(f"horizonrl {self.kind}: {text}", file=sys.stderr, flush=True)
-
-    def due(self, every: int) -> bool:
-        return every > 0 and self.step % every == 0
 
 
 class SFTTrainer(SupervisedRun):

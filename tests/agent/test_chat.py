@@ -15,7 +15,7 @@ import torch
 
 from horizonrl.agent.chat import ChatFormat, TokenConversation, render
 from horizonrl.models import load_tokenizer, tiny_model_config
-from horizonrl.rollout.backends.base import SamplingParams
+from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams
 from horizonrl.rollout.backends.hf import HFBackend
 
 LLAMA3_TEMPLATE = (
@@ -110,7 +110,7 @@ def test_sampled_conversation_decodes_to_the_template_text(setup):
     finishes = []
     for turn, obs in enumerate(["You got 2 planks.", "Crafted 4 stick.  Done? ", "ok"]):
         params = SamplingParams(max_tokens=12, temperature=1.0, seed=turn)
-        [res] = backend.generate([conv.request(cache_key="ep")], params)
+        [res] = backend.generate([GenerationRequest(token_ids=list(conv.token_ids), cache_key="ep")], params)
         finishes.append(res.finish_reason)
         content = conv.add_assistant(res.token_ids, res.logprobs, res.finish_reason, res.text)
         sampled_mask_end = conv.turn_ends[-1]

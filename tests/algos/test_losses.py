@@ -9,6 +9,7 @@ import torch
 
 from horizonrl.algos.kl import kl_estimate
 from horizonrl.algos.losses import (
+    PolicyLossParams,
     aggregate,
     entropy_from_logits,
     kl_loss,
@@ -34,21 +35,21 @@ def test_ppo_loss_hand_computed_clip_and_dual_clip():
     new = torch.log(torch.tensor([[1.5, 0.5, 1.1, 4.0]]))
     adv = torch.tensor([[1.0, -1.0, 2.0, -1.0]])
     mask = torch.ones(1, 4)
-    loss, stats = ppo_policy_loss(new, old, adv, mask, clip_low=0.2, clip_high=0.2)
+    loss, stats = ppo_policy_loss(new, old, adv, mask, PolicyLossParams(clip_low=0.2, clip_high=0.2))
     # token losses: max(-1.5, -1.2) = -1.2; max(0.5, 0.8) = 0.8; max(-2.2, -2.2) = -2.2; max(4, 1.2) = 4
     assert float(loss) == pytest.approx((-1.2 + 0.8 - 2.2 + 4.0) / 4, rel=1e-5)
     assert float(stats["clip_frac"]) == pytest.approx(0.5)
-    dual, _ = ppo_policy_loss(new, old, adv, mask, dual_clip=3.0)
+    dual, _ = ppo_policy_loss(new, old, adv, mask, PolicyLossParams(dual_clip=3.0))
     assert float(dual) == pytest.approx((-1.2 + 0.8 - 2.2 + 3.0) / 4, rel=1e-5)
     with pytest.raises(ValueError):
-        ppo_policy_loss(new, old, adv, mask, dual_clip=0.5)
+        ppo_policy_loss(new, old, adv, mask, PolicyLossParams(dual_clip=0.5))
 
 
 def test_ppo_loss_ignores_masked_tokens_and_its_gradient_follows_advantage():
     new = torch.zeros(2, 3, requires_grad=True)
     adv = torch.tensor([[1.0, -1.0, 1000.0], [2.0, 0.0, -1000.0]])
     mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
-    loss, _ = ppo_policy_loss(new, torch.zeros(2, 3), adv, mask)
+    loss, _ = ppo_policy_loss(new, torch.zeros(2, 3), adv, mask, PolicyLossParams())
     loss.backward()
     assert float(loss.detach()) == pytest.approx(-(1 - 1 + 2 + 0) / 4)
     assert new.grad is not None

@@ -189,9 +189,3 @@ def test_plain_rl_with_trajectory_files_says_what_to_do(tmp_path):
     args = ["train", "configs/quickstart.yaml", *TINY, f"data.train_files=[{path}]", "sft.warmup_steps=0"]
     with pytest.raises(SystemExit, match="trajectory files"):
         main([*args, f"trainer.output_dir={tmp_path / 'run'}"])
-
-
-def test_missing_demo_file_says_how_to_make_it(tmp_path):
-    missing = tmp_path / "nope.jsonl"
-    with pytest.raises(SystemExit, match="horizonrl solve"):
-        main(["train", "configs/quickstart.yaml", *TINY, f"data.train_files=[{missing}]"])

@@ -98,7 +98,7 @@ def test_bf16_sampling_copy_follows_the_learner(tmp_path):
     trainer = RLTrainer(load_config("configs/quickstart.yaml", overrides))
     metrics = trainer.fit()
     assert metrics["loss/policy"] == metrics["loss/policy"]  # finite, not NaN
-    rollout = trainer.rollout
+    rollout = trainer.rollout()
     actor = trainer.learner.actor
     sampler = rollout.sampler_model
     assert sampler is not actor

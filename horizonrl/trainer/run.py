@@ -1,0 +1,163 @@
+"""What every training workflow shares: run directory, learner, metrics, checkpoints, greedy eval.
+
+`TrainingRun` is the base of `RLTrainer`, `SupervisedRun` (SFT, DPO) and `AgentEvolTrainer`:
+
+- `__init__` seeds torch, builds the `Learner`, writes `<run>/config.yaml`, opens the `Monitor`;
+- `resume()` loads the checkpoint `trainer.resume` selects and drops later metric lines;
+  subclasses call it at the end of their `__init__`, once their own state exists, and keep that
+  state in `trainer_state()` / `load_trainer_state()`;
+- `save()` writes checkpoint `step_N` (models, optimizers, `trainer_state()`, tokenizer);
+- `evaluate(name)` plays the eval split greedily into `<run>/<name>/` (`evaluate_policy`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from horizonrl.config import Config, to_yaml
+from horizonrl.rollout.trajectory import write_jsonl
+from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from horizonrl.trainer.engine_rollout import EngineRollout
+from horizonrl.trainer.episodes import Episode, Rollout
+from horizonrl.trainer.learner import Learner
+from horizonrl.trainer.monitor import Monitor
+
+
+def setup_torch(cfg: Config) -> torch.device:
+    """Threads, determinism and seeds from `cfg.trainer`; returns the device to train on."""
+    t = cfg.trainer
+    torch.set_num_threads(t.num_threads)
+    if t.deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    if t.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(t.device)
+
+
+def config_dict(cfg: Config) -> dict[str, Any]:
+    """The resolved config as plain JSON-able containers (for the monitor's hyper-parameters)."""
+    from omegaconf import OmegaConf
+
+    out = OmegaConf.to_container(OmegaConf.structured(cfg))
+    assert isinstance(out, dict)
+    result: dict[str, Any] = json.loads(json.dumps({str(k): v for k, v in out.items()}))
+    return result
+
+
+def evaluate_policy(cfg: Config, rollout: Rollout, out: Path, step: int) -> dict[str, Any]:
+    """Greedy rollout of `cfg.eval` items; writes `out/trajectories.jsonl` and `out/report.json`."""
+    from horizonrl.eval.metrics import success_summary
+    from horizonrl.trainer.data import load_items
+
+    e = cfg.eval
+    families = e.families or cfg.data.families
+    items = load_items(families, e.split, categories=e.categories, limit=e.limit)
+    cap = e.max_turns or max(cfg.schedule.rounds)
+    episodes = [
+        Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
+        for i, item in enumerate(items)
+        for k in range(e.n)
+    ]
+    start = time.perf_counter()
+    trajectories = rollout(episodes, step=step, greedy=True)
+    write_jsonl(out / "trajectories.jsonl", trajectories)
+    report = {
+        "step": step,
+        "split": e.split,
+        "families": families,
+        "max_turns": cap,
+        "wall_s": round(time.perf_counter() - start, 1),
+        **success_summary(trajectories),
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+class TrainingRun:
+    """The run-loop pieces every workflow shares (see the module docstring)."""
+
+    kind = "train"
+    """The workflow's name in console lines and in its checkpoints' trainer state."""
+
+    def __init__(
+        self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.env_urls = dict(env_urls or {})
+        """Family -> env server URL; other families run in-process."""
+        self.run_dir = Path(cfg.trainer.output_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.device = setup_torch(cfg)
+        self.learner = Learner(cfg, self.device)
+        self.step = 0
+        """Steps completed; checkpoint `step_N` holds the state after N steps."""
+        self._rollout = rollout
+        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
+        self.monitor = Monitor(self.run_dir, cfg.logging, config_dict(cfg))
+
+    # --- state of the subclass, saved with every checkpoint -------------------------------
+    def trainer_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    # --- checkpoints ---------------------------------------------------------------------
+    def resume(self) -> None:
+        """Continue from the checkpoint `trainer.resume` selects (if any); drop later metric lines."""
+        checkpoint = resolve_resume(self.cfg.trainer.resume, self.run_dir)
+        if checkpoint is not None:
+            state = load_checkpoint(
+                checkpoint, models=self.learner.models(), optimizers=self.learner.optimizers()
+            )
+            self.step = int(state["step"])
+            self.load_trainer_state(state)
+            self.say(f"resumed from {checkpoint} at step {self.step}")
+        self.monitor.truncate_after(self.step)
+
+    def save(self) -> Path:
+        return save_checkpoint(
+            self.run_dir,
+            self.step,
+            models=self.learner.models(),
+            optimizers=self.learner.optimizers(),
+            trainer_state={"kind": self.kind, **self.trainer_state()},
+            tokenizer=self.learner.tokenizer,
+            keep_last=self.cfg.trainer.keep_last,
+        )
+
+    def final_model_dir(self) -> Path:
+        return self.run_dir / "checkpoints" / f"step_{self.step}" / "model"
+
+    # --- rollouts and eval ---------------------------------------------------------------
+    def rollout(self) -> Rollout:
+        """The rollout given at construction, else the engine over the learner's actor (built once)."""
+        if self._rollout is None:
+            self._rollout = EngineRollout(self.cfg, self.learner.actor, self.learner.tokenizer, self.env_urls)
+        return self._rollout
+
+    def evaluate(self, name: str) -> dict[str, float]:
+        """Greedy rollout of `eval.split`; writes `<run>/<name>/report.json` and its trajectories."""
+        self.say(f"eval {name}: greedy rollouts of the {self.cfg.eval.split} split")
+        report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step)
+        self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n']} ({report['wall_s']} s)")
+        metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
+        self.monitor.log(self.step, metrics)
+        return metrics
+
+    # --- helpers -------------------------------------------------------------------------
+    def due(self, every: int) -> bool:
+        return every > 0 and self.step % every == 0
+
+    def say(self, text: str) -> None:
+        if self.cfg.logging.console:
+            print(f"horizonrl {self.kind}: {text}", file=sys.stderr, flush=True)
