@@ -144,7 +144,7 @@ class RolloutEngine:
         item_ids: Sequence[str],
         *,
         n: int = 1,
-        seed: int = 0,
+        seed: int | Sequence[int] = 0,
         max_turns: int | Sequence[int] | None = None,
         group_offset: int = 0,
         on_round: RoundHook | None = None,
@@ -171,15 +171,17 @@ class RolloutEngine:
         item_ids: Sequence[str],
         *,
         n: int = 1,
-        seed: int = 0,
+        seed: int | Sequence[int] = 0,
         max_turns: int | Sequence[int] | None = None,
         group_offset: int = 0,
         on_round: RoundHook | None = None,
         on_finish: Callable[[Trajectory], None] | None = None,
     ) -> list[Trajectory]:
-        """`run` inside a running event loop. `max_turns` may give one cap per item (mixed schedules)."""
+        """`run` inside a running event loop. `seed` (the env reset seed of each item's group) and
+        `max_turns` (mixed schedules) take one value for all items or one per item."""
         cfg = self.config
-        caps = self._caps(item_ids, max_turns)
+        caps = _per_item("max_turns", item_ids, cfg.max_turns if max_turns is None else max_turns)
+        seeds = _per_item("seed", item_ids, seed)
         episodes = [
             Episode(
                 index=g * n + k,
@@ -187,7 +189,7 @@ class RolloutEngine:
                     item_id=item,
                     category=self._category(item),
                     max_turns=caps[g],
-                    seed=seed,
+                    seed=seeds[g],
                     group_id=group_offset + g,
                     sample_index=k,
                 ),
@@ -378,20 +380,20 @@ class RolloutEngine:
 
     # ------------------------------------------------------------------ helpers
 
-    def _caps(self, item_ids: Sequence[str], max_turns: int | Sequence[int] | None) -> list[int]:
-        if max_turns is None:
-            return [self.config.max_turns] * len(item_ids)
-        if isinstance(max_turns, int):
-            return [max_turns] * len(item_ids)
-        if len(max_turns) != len(item_ids):
-            raise ValueError(f"max_turns has {len(max_turns)} caps for {len(item_ids)} items")
-        return [int(c) for c in max_turns]
-
     def _category(self, item_id: str) -> str:
         try:
             return get_family(self.pool.family).category_of(item_id)
         except Exception:  # noqa: BLE001 (unknown locally: the env's info names it at reset)
             return "unknown"
+
+
+def _per_item(name: str, item_ids: Sequence[str], value: int | Sequence[int]) -> list[int]:
+    """`value` for every item, or the given list of one value per item (checked)."""
+    if isinstance(value, int):
+        return [value] * len(item_ids)
+    if len(value) != len(item_ids):
+        raise ValueError(f"{name} has {len(value)} values for {len(item_ids)} items")
+    return [int(v) for v in value]
 
 
 def _reason(what: str, exc: BaseException, timeout: float) -> str:

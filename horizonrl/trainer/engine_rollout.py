@@ -89,7 +89,7 @@ class EngineRollout:
             trajectories = engine.run(
                 [g[0].item_id for g in fam_groups],
                 n=n,
-                seed=fam_groups[0][0].seed,
+                seed=[g[0].seed for g in fam_groups],
                 max_turns=[g[0].max_turns for g in fam_groups],
             )
             planned = [ep for g in fam_groups for ep in g]

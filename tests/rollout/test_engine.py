@@ -102,11 +102,15 @@ def test_response_budget_is_enforced_during_the_rollout(tok):
 
 def test_groups_share_a_seed_and_caps_per_item(tok):
     backend = ScriptedBackend(tok, lambda req: "Thought: hm.\nAction: look")
-    trajs = _engine(backend, max_turns=4, batch_size=4).run(["toy_0", "toy_1"], n=3, seed=7, max_turns=[2, 3])
+    engine = _engine(backend, max_turns=4, batch_size=4)
+    trajs = engine.run(["toy_0", "toy_1"], n=3, seed=[7, 11], max_turns=[2, 3])
     assert [(t.item_id, t.group_id, t.sample_index) for t in trajs] == [
         (f"toy_{g}", g, k) for g in range(2) for k in range(3)
     ]
-    assert {t.seed for t in trajs} == {7}
+    assert [t.seed for t in trajs] == [7, 7, 7, 11, 11, 11]
+    assert {t.seed for t in engine.run(["toy_0", "toy_1"], seed=5)} == {5}
+    with pytest.raises(ValueError, match="seed has 1 values for 2 items"):
+        engine.run(["toy_0", "toy_1"], seed=[5])
     assert [t.num_turns for t in trajs] == [2, 2, 2, 3, 3, 3]
     assert [t.max_turns for t in trajs] == [2, 2, 2, 3, 3, 3]
 
