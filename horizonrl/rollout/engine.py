@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from horizonrl.agent.chat import ChatFormat, MessageConversation, TokenConversation
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
@@ -67,6 +67,9 @@ class EngineConfig:
     """Seconds one env reset/step may take before the episode is marked failed."""
     progress: bool = True
     """Show a live line on stderr (turns, live episodes, tokens/s)."""
+    logprob_temperature: float | None = None
+    """T of `softmax(logits / T)`, the distribution the trajectory's logprobs are under (None:
+    the sampling temperature, 1 when greedy); recorded as `meta["logprob_temperature"]`."""
 
     def __post_init__(self) -> None:
         for name in ("max_turns", "max_tokens", "max_response_length", "batch_size"):
@@ -278,13 +281,8 @@ class RolloutEngine:
             )
         if not asking:
             return
-        params = SamplingParams(
-            max_tokens=cfg.max_tokens,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            top_k=cfg.top_k,
-            seed=None if cfg.temperature == 0 else hash((asking[0].traj.seed, self.stats.rounds)) % 2**31,
-        )
+        seed = None if cfg.temperature == 0 else hash((asking[0].traj.seed, self.stats.rounds)) % 2**31
+        params = replace(self.sampling, seed=seed)
         t0 = time.perf_counter()
         results: list[GenerationResult] = await asyncio.to_thread(self.backend.generate, requests, params)
         self.stats.generate_seconds += time.perf_counter() - t0
@@ -370,6 +368,7 @@ class RolloutEngine:
         traj, conv = ep.traj, ep.conv
         traj.meta.setdefault("stop_reason", "failed" if traj.failed else "terminated")
         traj.meta["parse_errors"] = ep.parse_errors
+        traj.meta["logprob_temperature"] = self.sampling.reported_temperature
         traj.meta["final_observation"] = ep.observation
         if conv is None:
             return
@@ -379,6 +378,18 @@ class RolloutEngine:
         traj.meta["sampled_tokens"] = conv.sampled_tokens
 
     # ------------------------------------------------------------------ helpers
+
+    @property
+    def sampling(self) -> SamplingParams:
+        """How every turn is sampled (each round adds its own seed)."""
+        cfg = self.config
+        return SamplingParams(
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            logprob_temperature=cfg.logprob_temperature,
+        )
 
     def _category(self, item_id: str) -> str:
         try:

@@ -44,6 +44,9 @@ class SamplingParams:
     """Seeds the sampling generator of this call (reproducible sampling for a fixed batch)."""
     ignore_eos: bool = False
     """Keep sampling past end-of-turn tokens (benchmarks that need fixed lengths)."""
+    logprob_temperature: float | None = None
+    """T of the distribution `softmax(logits / T)` that `GenerationResult.logprobs` are under;
+    None: the sampling temperature (1.0 when greedy). 1.0 gives the raw model's logprobs."""
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -54,10 +57,19 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.logprob_temperature is not None and self.logprob_temperature <= 0:
+            raise ValueError(f"logprob_temperature must be > 0, got {self.logprob_temperature}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def reported_temperature(self) -> float:
+        """The T that `GenerationResult.logprobs` are computed at (see `logprob_temperature`)."""
+        if self.logprob_temperature is not None:
+            return self.logprob_temperature
+        return 1.0 if self.greedy else self.temperature
 
 
 @dataclass
@@ -80,7 +92,7 @@ class GenerationResult:
     token_ids: list[int]
     """Sampled ids, including the end-of-turn token when the model emitted it."""
     logprobs: list[float]
-    """Raw-model (temperature 1) logprob of each sampled id."""
+    """Logprob of each sampled id under `softmax(logits / SamplingParams.reported_temperature)`."""
     text: str
     """Decoded text of the sampled ids without the end-of-turn token (for parsing and messages)."""
     finish_reason: str

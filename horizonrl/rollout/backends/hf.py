@@ -3,9 +3,11 @@
 Our own sampling loop over `model(...)` instead of `model.generate`, because a rollout
 needs three things `generate` does not give together:
 
-- **raw logprobs**: each sampled token's logprob under the model's own softmax
-  (temperature 1, no top-k/top-p) in `GenerationResult.logprobs` — what PPO's ratio needs
-  — and its logprob under the actual sampling distribution in `sampling_logprobs`;
+- **logprobs under a stated distribution**: each sampled token's logprob under
+  `softmax(logits / T)` (T = `SamplingParams.reported_temperature`: the sampling temperature
+  unless asked otherwise; no top-k/top-p) in `GenerationResult.logprobs` — what the learner
+  recomputes for PPO's ratio — and its logprob under the actual sampling distribution in
+  `sampling_logprobs`;
 - **KV-cache reuse across turns**: a request with a `cache_key` keeps the keys/values of
   its whole context when its turn ends. The next request under that key whose token ids
   extend the kept ones feeds only the new tokens (the observation turn), so each context
@@ -288,12 +290,13 @@ class HFBackend(PolicyBackend):
         stop_tensor = torch.tensor(sorted(stop_ids) or [-1], device=dev)
         rows: list[int | None] = list(range(B))  # request index of each batch row (None: finished)
         sampled: list[list[int]] = [[] for _ in range(B)]
-        raw_lp: list[list[float]] = [[] for _ in range(B)]
+        reported_lp: list[list[float]] = [[] for _ in range(B)]
         samp_lp: list[list[float]] = [[] for _ in range(B)]
         finish = ["length"] * B
         col = P + N
+        lp_temperature = params.reported_temperature
         while True:
-            raw = torch.log_softmax(logits, dim=-1)  # (b, V)
+            reported = torch.log_softmax(logits / lp_temperature, dim=-1)  # (b, V)
             if params.greedy:
                 tok = logits.argmax(dim=-1)
                 s_lp = torch.zeros_like(tok, dtype=torch.float)
@@ -301,7 +304,7 @@ class HFBackend(PolicyBackend):
                 filt = torch.log_softmax(_filter_logits(logits, params), dim=-1)
                 tok = torch.multinomial(filt.exp(), 1, generator=generator).squeeze(-1)
                 s_lp = filt.gather(-1, tok[:, None]).squeeze(-1)
-            r_lp = raw.gather(-1, tok[:, None]).squeeze(-1)
+            r_lp = reported.gather(-1, tok[:, None]).squeeze(-1)
             toks, stops, r_list, s_list = (
                 tok.tolist(),
                 torch.isin(tok, stop_tensor).tolist(),
@@ -313,7 +316,7 @@ class HFBackend(PolicyBackend):
                 if r is None:  # finished earlier, riding along until the next compaction
                     continue
                 sampled[r].append(toks[j])
-                raw_lp[r].append(r_list[j])
+                reported_lp[r].append(r_list[j])
                 samp_lp[r].append(s_list[j])
                 self.stats.decode_tokens += 1
                 if stops[j]:
@@ -345,7 +348,7 @@ class HFBackend(PolicyBackend):
             ids = sampled[r]
             body = ids[:-1] if finish[r] == "stop" else ids
             text = self.tokenizer.decode(body, skip_special_tokens=False)
-            results.append(GenerationResult(ids, raw_lp[r], text, finish[r], samp_lp[r]))
+            results.append(GenerationResult(ids, reported_lp[r], text, finish[r], samp_lp[r]))
         return results
 
     def _make_cache(
