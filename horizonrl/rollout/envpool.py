@@ -132,10 +132,19 @@ def _close_quietly(env: Any) -> None:
         inner.close()
 
 
+RECONNECT_S = 30.0
+"""How long a remote episode's reset waits for a server that refuses connections (restarting)."""
+
+
 class RemoteEnvPool(EnvPool):
     """One session per episode on a `horizonrl serve` (or reference AgentGym) server.
 
     All sessions share one pooled `httpx.AsyncClient`, created in the running event loop.
+    Every episode opens a fresh session, so none outlives a server restart. If the server dies,
+    the episodes in flight fail (`EnvError`: their sessions died with it; closing them is
+    best-effort and never raises), and an episode whose reset finds the server refusing
+    connections retries for up to `reconnect_s` seconds, so episodes started while a supervised
+    server restarts (`horizonrl.trainer.servers`) play on the new one.
     """
 
     def __init__(
@@ -146,6 +155,7 @@ class RemoteEnvPool(EnvPool):
         protocol: str = "v1",
         timeout: float = 60.0,
         retries: int = 2,
+        reconnect_s: float = RECONNECT_S,
         max_connections: int = 64,
     ) -> None:
         self.family = family
@@ -153,6 +163,7 @@ class RemoteEnvPool(EnvPool):
         self.protocol = protocol
         self.timeout = timeout
         self.retries = retries
+        self.reconnect_s = reconnect_s
         self.max_connections = max_connections
         self._client: Any = None
 
@@ -175,6 +186,7 @@ class RemoteEnvPool(EnvPool):
             protocol=self.protocol,  # type: ignore[arg-type]
             timeout=self.timeout,
             retries=self.retries,
+            reconnect_s=self.reconnect_s,
             client=self._shared_client(),
         )
         return env

@@ -25,7 +25,14 @@ Retries are bounded (`retries`, exponential `backoff`) and only where replaying 
 - a step is NOT replayed once it may have reached the server: replaying "craft 1 stick"
   twice would craft twice. It raises `EnvError` saying the step's fate is unknown, and
   the rollout engine marks that trajectory failed;
-- 429 (server at its session cap) is retried with backoff; other statuses are not.
+- 429 (server at its session cap) is retried with backoff; other statuses are not;
+- with `reconnect_s > 0`, a reset (which opens the session) whose connection is refused keeps
+  being retried for up to that many seconds, so that an episode starting while its server
+  restarts waits for it instead of failing. Other calls are not held up: a session in flight
+  died with its server.
+
+A failure's message says what happened to the connection ("cannot connect to the server",
+"the connection to the server was lost", "no answer in time") and the httpx error.
 
 Errors: `UnknownItemError` for an item the server does not know (at reset);
 `EnvError` for everything else (server down, session gone, backend crashed, timeouts),
@@ -67,6 +74,9 @@ Protocol = Literal["v1", "agentgym"]
 
 # never reached the server: safe to resend anything
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_NO_SERVER = (httpx.ConnectError, httpx.ConnectTimeout)
+RECONNECT_POLL_S = 1.0
+"""Longest wait between two attempts to reach a server that refuses connections (`reconnect_s`)."""
 
 
 @functools.cache
@@ -83,6 +93,8 @@ class _Call:
     params: dict[str, Any] | None = None
     idempotent: bool = True
     what: str = ""
+    opens_session: bool = False
+    """A reset or a creation: worth waiting for a restarting server (`reconnect_s`)."""
 
 
 @dataclass(frozen=True)
@@ -149,12 +161,14 @@ class _Session:
             return (yield from self._reset_agentgym(item_id, seed))
         body = {"item_id": item_id, "seed": seed}
         if self.sid is not None:
-            call = _Call("POST", f"/v1/sessions/{self.sid}/reset", body, what=f"reset to {item_id}")
+            call = _Call(
+                "POST", f"/v1/sessions/{self.sid}/reset", body, what=f"reset to {item_id}", opens_session=True
+            )
             reply = yield call
             if not (reply.error and reply.error[0] == "unknown_session"):
                 return self._reset_result(call, reply)
             self.sid = None  # the server lost it (restart, TTL): open a new one
-        call = _Call("POST", "/v1/sessions", body, what=f"create session for {item_id}")
+        call = _Call("POST", "/v1/sessions", body, what=f"create session for {item_id}", opens_session=True)
         reply = yield call
         result = self._reset_result(call, reply)
         self.sid = str(reply.payload["session_id"])
@@ -173,13 +187,17 @@ class _Session:
             raise UnknownItemError(f"item {item_id!r} does not belong to family {self.family!r}")
         for _ in range(2):
             if self.num is None:
-                call = _Call("POST", "/create", create_body(self.layout), what="create")
+                call = _Call("POST", "/create", create_body(self.layout), what="create", opens_session=True)
                 reply = yield call
                 if reply.error:
                     raise self.fail(call, reply)
                 self.num = parse_create(self.layout, reply.payload)
             call = _Call(
-                "POST", "/reset", reset_body(self.layout, self.num, index, seed), what=f"reset to {item_id}"
+                "POST",
+                "/reset",
+                reset_body(self.layout, self.num, index, seed),
+                what=f"reset to {item_id}",
+                opens_session=True,
             )
             reply = yield call
             if reply.error and reply.error[0] == "unknown_session":
@@ -243,6 +261,21 @@ class _Session:
         return None
 
 
+def _describe(exc: httpx.TransportError) -> str:
+    """What happened to the connection, then the httpx error."""
+    if isinstance(exc, _NO_SERVER):
+        cause = "cannot connect to the server"
+    elif isinstance(exc, httpx.PoolTimeout):
+        cause = "no free connection in the client's pool"
+    elif isinstance(exc, httpx.TimeoutException):
+        cause = "no answer in time"
+    elif isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError):
+        cause = "the connection to the server was lost"  # reset, or closed without an answer
+    else:
+        cause = "transport error"
+    return f"{cause} ({type(exc).__name__}: {exc})"
+
+
 def _payload(response: httpx.Response) -> Any:
     try:
         return response.json()
@@ -252,15 +285,19 @@ def _payload(response: httpx.Response) -> Any:
 
 class _Base:
     def __init__(self, base_url: str, family: str | None, protocol: Protocol, timeout: float,
-                 connect_timeout: float, retries: int, backoff: float) -> None:  # fmt: skip
+                 connect_timeout: float, retries: int, backoff: float,
+                 reconnect_s: float) -> None:  # fmt: skip
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
+        if reconnect_s < 0:
+            raise ValueError(f"reconnect_s must be >= 0, got {reconnect_s}")
         self._session = _Session(base_url, family, protocol)
         self.base_url = self._session.base_url
         self.family = family
         self.protocol = protocol
         self.retries = retries
         self.backoff = backoff
+        self.reconnect_s = reconnect_s
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
 
     @property
@@ -268,19 +305,26 @@ class _Base:
         """The server-side session id (str for v1, int for agentgym), None before the first reset."""
         return self._session.sid if self.protocol == "v1" else self._session.num
 
-    def _retry_or_raise(self, call: _Call, exc: Exception, attempt: int) -> float:
+    def _retry_or_raise(self, call: _Call, exc: httpx.TransportError, attempt: int, started: float) -> float:
         """Seconds to wait before the next attempt, or raise when this failure must not be retried."""
         label = self._session.label
         if not isinstance(exc, _NOT_SENT) and not call.idempotent:
             raise EnvError(
-                f"{label}: {call.what} failed mid-request ({type(exc).__name__}: {exc}); it may or may not "
+                f"{label}: {call.what} failed mid-request: {_describe(exc)}; it may or may not "
                 "have been applied, so it is not replayed"
             ) from exc
+        delay = self.backoff * 2**attempt
+        elapsed = time.monotonic() - started
+        if call.opens_session and isinstance(exc, _NO_SERVER):
+            poll = min(delay, RECONNECT_POLL_S)
+            if elapsed + poll <= self.reconnect_s:
+                return poll  # the server may be restarting
         if attempt >= self.retries:
             raise EnvError(
-                f"{label}: {call.what} failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}"
+                f"{label}: {call.what} failed after {attempt + 1} attempts in {elapsed:.1f} s: "
+                f"{_describe(exc)}"
             ) from exc
-        return self.backoff * 2**attempt
+        return delay
 
 
 class RemoteEnv(_Base):
@@ -288,19 +332,20 @@ class RemoteEnv(_Base):
 
     def __init__(self, base_url: str, family: str | None = None, *, protocol: Protocol = "v1",
                  timeout: float = 120.0, connect_timeout: float = 10.0, retries: int = 3,
-                 backoff: float = 0.25, client: httpx.Client | None = None) -> None:  # fmt: skip
-        super().__init__(base_url, family, protocol, timeout, connect_timeout, retries, backoff)
+                 backoff: float = 0.25, reconnect_s: float = 0.0,
+                 client: httpx.Client | None = None) -> None:  # fmt: skip
+        super().__init__(base_url, family, protocol, timeout, connect_timeout, retries, backoff, reconnect_s)
         self._owns_client = client is None
         self._client = client or httpx.Client(timeout=self._timeout, verify=_ssl_context(), trust_env=False)
 
     def _send(self, call: _Call) -> _Reply:
         url = self.base_url + call.path
-        attempt = 0
+        attempt, started = 0, time.monotonic()
         while True:
             try:
                 response = self._client.request(call.method, url, json=call.body, params=call.params)
             except httpx.TransportError as exc:
-                time.sleep(self._retry_or_raise(call, exc, attempt))
+                time.sleep(self._retry_or_raise(call, exc, attempt, started))
             else:
                 if response.status_code != 429 or attempt >= self.retries:
                     return _Reply(response.status_code, _payload(response))
@@ -346,8 +391,9 @@ class AsyncRemoteEnv(_Base):
 
     def __init__(self, base_url: str, family: str | None = None, *, protocol: Protocol = "v1",
                  timeout: float = 120.0, connect_timeout: float = 10.0, retries: int = 3,
-                 backoff: float = 0.25, client: httpx.AsyncClient | None = None) -> None:  # fmt: skip
-        super().__init__(base_url, family, protocol, timeout, connect_timeout, retries, backoff)
+                 backoff: float = 0.25, reconnect_s: float = 0.0,
+                 client: httpx.AsyncClient | None = None) -> None:  # fmt: skip
+        super().__init__(base_url, family, protocol, timeout, connect_timeout, retries, backoff, reconnect_s)
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
             timeout=self._timeout, verify=_ssl_context(), trust_env=False
@@ -355,12 +401,12 @@ class AsyncRemoteEnv(_Base):
 
     async def _send(self, call: _Call) -> _Reply:
         url = self.base_url + call.path
-        attempt = 0
+        attempt, started = 0, time.monotonic()
         while True:
             try:
                 response = await self._client.request(call.method, url, json=call.body, params=call.params)
             except httpx.TransportError as exc:
-                await asyncio.sleep(self._retry_or_raise(call, exc, attempt))
+                await asyncio.sleep(self._retry_or_raise(call, exc, attempt, started))
             else:
                 if response.status_code != 429 or attempt >= self.retries:
                     return _Reply(response.status_code, _payload(response))

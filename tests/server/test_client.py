@@ -7,6 +7,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -164,7 +165,11 @@ def dropping() -> Iterator[DroppingServer]:
 def test_a_step_that_may_have_been_applied_is_not_replayed(dropping: DroppingServer) -> None:
     env = RemoteEnv(dropping.url, family="srvtoy", retries=3, backoff=0.01)
     env._session.sid = "abc"  # as if reset had succeeded
-    with pytest.raises(EnvError, match=r"session abc: step failed mid-request .* not replayed"):
+    with pytest.raises(
+        EnvError,
+        match=r"session abc: step failed mid-request: the connection to the server was lost "
+        r"\(RemoteProtocolError: .*\); .* not replayed",
+    ):
         env.step("craft 1 stick using 2 planks")
     assert dropping.requests == [b"POST /v1/sessions/abc/step HTTP/1.1"]
     env._session.sid = None
@@ -188,8 +193,83 @@ def test_an_unreachable_server_raises_env_error_naming_it() -> None:
     env = AsyncRemoteEnv(f"http://127.0.0.1:{port}", family="srvtoy", retries=2, backoff=0.01)
 
     async def main() -> None:
-        with pytest.raises(EnvError, match=rf"127.0.0.1:{port} .* after 3 attempts: ConnectError"):
+        with pytest.raises(
+            EnvError,
+            match=rf"127.0.0.1:{port} .* after 3 attempts in [\d.]+ s: cannot connect to the server "
+            r"\(ConnectError",
+        ):
             await env.reset("srvtoy_1")
         await env.close()
 
     asyncio.run(main())
+
+
+def _refusing_port() -> socket.socket:
+    """A bound socket that does not listen yet: connections to its port are refused."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _answer_later(sock: socket.socket, delay: float, body: dict[str, Any]) -> threading.Thread:
+    """After `delay` s, listen on `sock` and answer one request with `body` (a server come back)."""
+
+    def serve() -> None:
+        time.sleep(delay)
+        sock.listen(1)
+        conn, _ = sock.accept()
+        with conn:
+            conn.recv(65536)
+            data = json.dumps(body).encode()
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            conn.sendall(head.encode() + b"Connection: close\r\n\r\n" + data)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_reset_waits_up_to_reconnect_s_for_a_server_that_refuses_connections() -> None:
+    sock = _refusing_port()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    created = {"session_id": "s1", "observation": "hello", "info": {"category": "a"}}
+    thread = _answer_later(sock, 0.8, created)
+    env = AsyncRemoteEnv(url, family="srvtoy", retries=2, backoff=0.05, reconnect_s=10.0)
+
+    async def main() -> None:
+        assert await env.reset("srvtoy_1") == ("hello", {"category": "a"})
+        assert env.session_id == "s1"
+        env._session.sid = None  # nothing to close on this one-shot server
+        await env.close()
+
+    asyncio.run(main())
+    thread.join(5)
+    sock.close()
+
+
+def test_without_reconnect_s_or_past_it_a_reset_fails_on_a_refused_connection() -> None:
+    with _refusing_port() as sock:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        took = []
+        for reconnect_s in (0.0, 1.0):
+            env = RemoteEnv(url, family="srvtoy", retries=2, backoff=0.05, reconnect_s=reconnect_s)
+            start = time.monotonic()
+            with pytest.raises(EnvError, match=r"create session .* cannot connect to the server"):
+                env.reset("srvtoy_1")
+            took.append(time.monotonic() - start)
+            env.close()
+        assert took[0] < 0.5 < took[1] < 1.5  # 3 attempts; then attempts until the next would pass 1 s
+
+
+def test_a_step_is_not_held_up_by_reconnect_s() -> None:
+    """The session in flight died with its server: waiting for a new server cannot save it."""
+    with _refusing_port() as sock:
+        env = RemoteEnv(f"http://127.0.0.1:{sock.getsockname()[1]}", family="srvtoy", retries=2,
+                        backoff=0.05, reconnect_s=30.0)  # fmt: skip
+        env._session.sid = "abc"  # as if reset had succeeded on a server that then died
+        start = time.monotonic()
+        with pytest.raises(EnvError, match=r"session abc: step failed after 3 attempts .* cannot connect"):
+            env.step("inventory")
+        assert time.monotonic() - start < 2.0
+        env._session.sid = None
+        env.close()
