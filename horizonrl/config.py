@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from horizonrl.rollout.settings import EvalRolloutSettings, RolloutSettings
 
 
 class ConfigError(ValueError):
@@ -31,6 +33,14 @@ class ConfigError(ValueError):
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
+
+
+def _settings_checked(check: Any) -> None:
+    """Run a `horizonrl.rollout.settings` validation, its ValueError as a ConfigError."""
+    try:
+        check()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _one_of(key: str, value: str, valid: Sequence[str]) -> None:
@@ -88,23 +98,15 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
-class RolloutConfig:
+class RolloutConfig(RolloutSettings):
+    """Training rollouts: `RolloutSettings` (max_tokens, max_response_length, temperature, top_p,
+    top_k, batch_size, env_timeout_s; their defaults live there) plus these."""
+
+    key_prefix: ClassVar[str] = "rollout."
     backend: str = "hf"
     """Policy backend for generation (`hf`; `vllm` on GPU machines)."""
     n: int = 4
     """Samples per item (group size for GRPO / RLOO); samples of an item share a seed base."""
-    max_tokens: int = 128
-    """Most tokens sampled per turn."""
-    max_response_length: int = 4096
-    """Most tokens after the prompt (sampled and observation tokens), enforced during the rollout."""
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    """0 disables top-k."""
-    batch_size: int = 32
-    """Most episodes generated in one forward batch (memory bound)."""
-    env_timeout_s: float = 60.0
-    """Seconds one env call may take before the trajectory is marked failed."""
     dtype: str = "float32"
     """Weights the hf backend samples with: `float32` samples from the learner's own module;
     `bfloat16` from a bf16 copy refreshed from the learner's fp32 weights before every rollout
@@ -112,11 +114,9 @@ class RolloutConfig:
     learner either way)."""
 
     def __post_init__(self) -> None:
+        _settings_checked(super().__post_init__)
         _one_of("rollout.dtype", self.dtype, ("float32", "bfloat16"))
         _check(self.n >= 1, f"rollout.n must be >= 1, got {self.n}")
-        _check(self.max_tokens >= 1, f"rollout.max_tokens must be >= 1, got {self.max_tokens}")
-        _check(self.temperature >= 0, "rollout.temperature must be >= 0")
-        _check(0 < self.top_p <= 1, "rollout.top_p must be in (0, 1]")
 
 
 ALGORITHM_NAMES = ("ppo", "grpo", "rloo", "reinforce_pp", "sft", "dpo", "agentevol")
@@ -290,25 +290,21 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(EvalRolloutSettings):
+    """The in-run eval: `EvalRolloutSettings` (split, limit, categories, max_turns, n, seed and the
+    rollout settings, greedy; the same fields and defaults as `horizonrl eval`, so its report of a
+    checkpoint is the one `horizonrl eval` gives) plus when to run it and on which families."""
+
+    key_prefix: ClassVar[str] = "eval."
     every: int = 0
     """Evaluate on `split` every N training steps (0: never during training)."""
     at_end: bool = True
     """Evaluate once after the last step (the run's eval report)."""
     families: list[str] = field(default_factory=list)
     """Families to evaluate; empty means `data.families`."""
-    split: str = "test"
-    limit: int | None = None
-    """Items per family (None: the whole split)."""
-    categories: list[str] = field(default_factory=list)
-    """Keep only items of these categories; empty keeps all."""
-    max_turns: int | None = None
-    """Turn cap at evaluation (None: the schedule's last cap)."""
-    n: int = 1
-    temperature: float = 0.0
-    """0 = greedy (the reference sampled at temperature 1, a defect)."""
-    max_tokens: int | None = None
-    """Tokens per turn (None: rollout.max_tokens)."""
+
+    def __post_init__(self) -> None:
+        _settings_checked(super().__post_init__)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def test_yaml_file_then_overrides_win(tmp_path):
 
 def test_unknown_key_names_the_valid_ones():
     with pytest.raises(
-        ConfigError, match=r"unknown config key 'rollout.samples'.*valid keys here: backend, n,"
+        ConfigError, match=r"unknown config key 'rollout.samples'.*valid keys here: max_tokens, .*backend, n,"
     ):
         load_config(None, ["rollout.samples=4"])
 

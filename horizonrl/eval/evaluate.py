@@ -15,7 +15,10 @@ item (same env seed) for avg@K / pass@K. Episodes whose env broke are reported a
 episode failed.
 
 Settings: the fields of `EvalSettings` below, from the YAML file, then the flags, then
-`key=value` overrides (unknown keys are rejected with the valid ones named).
+`key=value` overrides (unknown keys are rejected with the valid ones named). The turn cap is
+the family's eval cap (`EVAL_MAX_TURNS`: textcraft 30, babyai 20, ...) unless `max_turns` is
+given. The trainer's in-run eval (`eval:` in a training config) has the same settings with
+the same defaults, so both give the same report of one checkpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,41 +37,24 @@ from horizonrl.eval.report import combine, write_report
 from horizonrl.rollout.backends.base import PolicyBackend, make_backend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
+from horizonrl.rollout.settings import EvalRolloutSettings
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 
-EVAL_MAX_TURNS = {"textcraft": 30, "babyai": 20, "sciworld": 30, "search": 30, "web": 15}
-"""The reference's eval turn caps per family (REFERENCE.md)."""
 
+@dataclass(frozen=True)
+class EvalSettings(EvalRolloutSettings):
+    """`horizonrl eval`'s settings: `EvalRolloutSettings` (split, limit, categories, max_turns, n,
+    seed, temperature, top_p, top_k, max_tokens, max_response_length, batch_size, env_timeout_s:
+    the fields and defaults the trainer's `eval:` section has too) plus these."""
 
-@dataclass
-class EvalSettings:
     model: str = "default"
     """HF id, local path or alias (`default`, `tiny`) for hf; the API model name for openai."""
     backend: str = "hf"
     env: list[str] = field(default_factory=lambda: ["textcraft"])
     """Families to evaluate (the flag takes a comma-separated list)."""
-    split: str = "test"
-    limit: int | None = None
-    """First N items of the split per family (None: all)."""
-    max_turns: int | None = None
-    """Turn cap (None: the family's reference eval cap, e.g. 30 for textcraft)."""
-    n: int = 1
-    """Samples per item (avg@n / pass@n)."""
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 256
-    """Tokens per turn."""
-    max_response_length: int = 8192
-    batch_size: int = 32
-    """Episodes live at once (rows of one generation batch)."""
-    seed: int = 0
     server: str | None = None
     """Env server URL (one family); `servers` maps several."""
     servers: dict[str, str] = field(default_factory=dict)
-    env_timeout_s: float = 60.0
-    categories: list[str] = field(default_factory=list)
-    """Keep only items of these categories (e.g. `categories=[depth 1, depth 2]`), before `limit`."""
     dtype: str = "float32"
     """hf: weights dtype (float32 or bfloat16)."""
     device: str | None = None
@@ -79,23 +65,12 @@ class EvalSettings:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+        super().__post_init__()
         if self.server and len(self.env) > 1:
             raise ValueError("--server serves one family; give servers={family: url} for several")
 
     def engine_config(self, family: str) -> EngineConfig:
-        return EngineConfig(
-            max_turns=self.max_turns or EVAL_MAX_TURNS.get(family, 30),
-            max_tokens=self.max_tokens,
-            max_response_length=self.max_response_length,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            batch_size=self.batch_size,
-            env_timeout_s=self.env_timeout_s,
-            progress=self.progress,
-        )
+        return EngineConfig.of(self, max_turns=self.turn_cap(family), progress=self.progress)
 
 
 _FLAGS = (
@@ -138,10 +113,12 @@ def load_settings(args: argparse.Namespace) -> EvalSettings:
         merged = OmegaConf.merge(*layers)
         settings = OmegaConf.to_object(merged)
     except ConfigKeyError as exc:
-        valid = ", ".join(EvalSettings.__dataclass_fields__)
+        valid = ", ".join(f.name for f in fields(EvalSettings))
         raise SystemExit(f"horizonrl eval: unknown setting {exc.full_key!r}; valid: {valid}") from None
     except OmegaConfBaseException as exc:
         raise SystemExit(f"horizonrl eval: bad setting: {str(exc).splitlines()[0]}") from None
+    except ValueError as exc:
+        raise SystemExit(f"horizonrl eval: {exc}") from None
     assert isinstance(settings, EvalSettings)
     return settings
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from horizonrl.agent.chat import ChatFormat, MessageConversation, TokenConversation
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
@@ -45,26 +46,16 @@ from horizonrl.rollout.backends.base import (
 )
 from horizonrl.rollout.envpool import AsyncEnv, EnvPool
 from horizonrl.rollout.progress import RolloutProgress
+from horizonrl.rollout.settings import RolloutSettings
 from horizonrl.rollout.trajectory import Trajectory
 
 
 @dataclass(frozen=True)
-class EngineConfig:
-    """Rollout settings (names as in `horizonrl.config.RolloutConfig`, plus `max_turns`)."""
+class EngineConfig(RolloutSettings):
+    """The engine's settings: `RolloutSettings` (budgets, sampling, concurrency) plus these."""
 
     max_turns: int = 30
     """Most assistant turns per episode (the ScalingInter schedule changes this)."""
-    max_tokens: int = 256
-    """Most tokens sampled per turn."""
-    max_response_length: int = 8192
-    """Most tokens after the prompt (sampled, observation and template tokens)."""
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    batch_size: int = 32
-    """Most episodes live at once (= rows of one generation batch)."""
-    env_timeout_s: float = 60.0
-    """Seconds one env reset/step may take before the episode is marked failed."""
     progress: bool = True
     """Show a live line on stderr (turns, live episodes, tokens/s)."""
     logprob_temperature: float | None = None
@@ -72,11 +63,15 @@ class EngineConfig:
     the sampling temperature, 1 when greedy); recorded as `meta["logprob_temperature"]`."""
 
     def __post_init__(self) -> None:
-        for name in ("max_turns", "max_tokens", "max_response_length", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.env_timeout_s <= 0:
-            raise ValueError(f"env_timeout_s must be > 0, got {self.env_timeout_s}")
+        super().__post_init__()
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+
+    @classmethod
+    def of(cls, settings: RolloutSettings, **engine: Any) -> EngineConfig:
+        """`settings`' budgets and sampling with the engine's own fields (`max_turns=`, ...)."""
+        shared = {f.name: getattr(settings, f.name) for f in fields(RolloutSettings)}
+        return cls(**shared, **engine)
 
 
 @dataclass

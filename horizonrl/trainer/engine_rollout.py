@@ -9,7 +9,9 @@ they share the backend). Families with a URL in `env_urls` are played through th
 env server, the others in-process.
 
 Sampling is seeded per step (`trainer.seed`, step), and a fresh engine is built per call, so a
-resumed run samples exactly what the uninterrupted run sampled.
+resumed run samples exactly what the uninterrupted run sampled. `engine_config` is the one place
+the engine's settings are made: `rollout.*` for training rollouts, `eval.*` (the fields and
+defaults `horizonrl eval` has) for the in-run eval.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
 from horizonrl.rollout.trajectory import Trajectory
 from horizonrl.trainer.episodes import Episode
+
+
+def engine_config(cfg: Config, *, greedy: bool, max_turns: int) -> EngineConfig:
+    """The engine settings of one trainer rollout: `cfg.eval`'s for an eval (`greedy`; the settings
+    `horizonrl eval` uses too), else `cfg.rollout`'s, with their logprob temperature."""
+    settings = cfg.eval if greedy else cfg.rollout
+    return EngineConfig.of(settings, max_turns=max_turns, progress=cfg.logging.console)
 
 
 class EngineRollout:
@@ -60,7 +69,6 @@ class EngineRollout:
         return LocalEnvPool(family, env_kwargs=dict(self.cfg.env.kwargs.get(family) or {}))
 
     def __call__(self, episodes: list[Episode], *, step: int, greedy: bool = False) -> list[Trajectory]:
-        r, e = self.cfg.rollout, self.cfg.eval
         self.sync_weights()
         # groups in plan order: (item, cap, episodes of the group)
         groups: dict[int, list[Episode]] = defaultdict(list)
@@ -74,17 +82,8 @@ class EngineRollout:
             n = len(fam_groups[0])
             if any(len(g) != n for g in fam_groups):
                 raise ValueError("every item group of one family must have the same number of samples")
-            engine_cfg = EngineConfig(
-                max_turns=max(g[0].max_turns for g in fam_groups),
-                max_tokens=(e.max_tokens or r.max_tokens) if greedy else r.max_tokens,
-                max_response_length=r.max_response_length,
-                temperature=e.temperature if greedy else r.temperature,
-                top_p=1.0 if greedy else r.top_p,
-                top_k=0 if greedy else r.top_k,
-                batch_size=r.batch_size,
-                env_timeout_s=r.env_timeout_s,
-                progress=self.cfg.logging.console,
-            )
+            cap = max(g[0].max_turns for g in fam_groups)
+            engine_cfg = engine_config(self.cfg, greedy=greedy, max_turns=cap)
             engine = RolloutEngine(self.backend, self._pool(family), engine_cfg)
             trajectories = engine.run(
                 [g[0].item_id for g in fam_groups],

@@ -135,12 +135,12 @@ def summary_table(rows: list[tuple[str, Path]]) -> str:
     reports = [(label, json.loads(p.read_text())) for label, p in rows if p.exists()]
     if not reports:
         return "(no eval reports)"
-    cats = list(dict.fromkeys(c for _, r in reports for c, v in r["by_category"].items() if v["n"]))
+    cats = list(dict.fromkeys(c for _, r in reports for c, v in r["by_category"].items() if v["n_items"]))
     lines = [
         "| model | success | " + " | ".join(cats) + " | items |",
         "|---|---|" + "---|" * len(cats) + "---|",
     ]
     for label, r in reports:
         by = [f"{r['by_category'].get(c, {}).get('success_rate', 0.0):.1%}" for c in cats]
-        lines.append(f"| {label} | {r['success_rate']:.1%} | " + " | ".join(by) + f" | {r['n']} |")
+        lines.append(f"| {label} | {r['success_rate']:.1%} | " + " | ".join(by) + f" | {r['n_items']} |")
     return "\n".join(lines)

@@ -7,7 +7,7 @@
   subclasses call it at the end of their `__init__`, once their own state exists, and keep that
   state in `trainer_state()` / `load_trainer_state()`;
 - `save()` writes checkpoint `step_N` (models, optimizers, `trainer_state()`, tokenizer);
-- `evaluate(name)` plays the eval split greedily into `<run>/<name>/` (`evaluate_policy`).
+- `evaluate(name)` plays the eval split into `<run>/<name>/` as `horizonrl eval` would (`evaluate_policy`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from horizonrl.config import Config, to_yaml
-from horizonrl.rollout.trajectory import write_jsonl
+from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.episodes import Episode, Rollout
@@ -54,31 +54,45 @@ def config_dict(cfg: Config) -> dict[str, Any]:
 
 
 def evaluate_policy(cfg: Config, rollout: Rollout, out: Path, step: int) -> dict[str, Any]:
-    """Greedy rollout of `cfg.eval` items; writes `out/trajectories.jsonl` and `out/report.json`."""
-    from horizonrl.eval.metrics import success_summary
+    """Play the `cfg.eval` items; writes `out/report.json`, `out/report.md`, `out/trajectories.jsonl`.
+
+    The rules and the report are `horizonrl eval`'s: each family's eval turn cap unless
+    `eval.max_turns` is given, every item reset with `eval.seed`, the engine built from `cfg.eval`
+    (`engine_rollout.engine_config`), the report `eval_summary` per family combined; plus `step`.
+    So `horizonrl eval --model <checkpoint>/model` with the same settings gives the same report.
+    """
+    from horizonrl.envs.core import parse_item_id
+    from horizonrl.envs.registry import get_family
+    from horizonrl.eval.metrics import eval_summary
+    from horizonrl.eval.report import combine, write_report
     from horizonrl.trainer.data import load_items
 
     e = cfg.eval
     families = e.families or cfg.data.families
     items = load_items(families, e.split, categories=e.categories, limit=e.limit)
-    cap = e.max_turns or max(cfg.schedule.rounds)
     episodes = [
-        Episode(item, group_id=i, sample_index=k, seed=i, max_turns=cap)
-        for i, item in enumerate(items)
+        Episode(item, group_id=g, sample_index=k, seed=e.seed, max_turns=e.turn_cap(parse_item_id(item)[0]))
+        for g, item in enumerate(items)
         for k in range(e.n)
     ]
     start = time.perf_counter()
     trajectories = rollout(episodes, step=step, greedy=True)
+    wall = time.perf_counter() - start
     write_jsonl(out / "trajectories.jsonl", trajectories)
-    report = {
-        "step": step,
-        "split": e.split,
-        "families": families,
-        "max_turns": cap,
-        "wall_s": round(time.perf_counter() - start, 1),
-        **success_summary(trajectories),
+    by_family: dict[str, list[Trajectory]] = {f: [] for f in families}
+    for traj in trajectories:
+        by_family[parse_item_id(traj.item_id)[0]].append(traj)
+    blocks = {f: eval_summary(trajs, get_family(f).categories) for f, trajs in by_family.items() if trajs}
+    settings = {k: v for k, v in config_dict(cfg)["eval"].items() if k not in ("every", "at_end")}
+    report = combine(blocks, model=cfg.model.path, split=e.split, k=e.n, settings=settings)
+    tokens = sum(sum(t.loss_mask) for t in trajectories)
+    report["step"] = step
+    report["timing"] = {
+        "wall_s": round(wall, 1),
+        "sampled_tokens": tokens,
+        "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
     }
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_report(report, out)
     return report
 
 
@@ -146,10 +160,11 @@ class TrainingRun:
         return self._rollout
 
     def evaluate(self, name: str) -> dict[str, float]:
-        """Greedy rollout of `eval.split`; writes `<run>/<name>/report.json` and its trajectories."""
-        self.say(f"eval {name}: greedy rollouts of the {self.cfg.eval.split} split")
+        """Eval of `eval.split` (greedy by default) into `<run>/<name>/` (`evaluate_policy`)."""
+        self.say(f"eval {name}: {self.cfg.eval.split} split at temperature {self.cfg.eval.temperature:g}")
         report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step)
-        self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n']} ({report['wall_s']} s)")
+        wall = report["timing"]["wall_s"]
+        self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n_items']} items ({wall} s)")
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
         self.monitor.log(self.step, metrics)
         return metrics

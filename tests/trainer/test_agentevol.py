@@ -93,11 +93,12 @@ def test_cli_with_the_real_engine_and_per_iteration_eval(tmp_path):
             "sft.max_length=300",
             "eval.limit=1",
             "eval.max_turns=1",
+            "eval.max_tokens=4",
         ]
         assert main([*args, "algorithm.name=agentevol"] if command == "train" else args) == 0
         explored = read_jsonl(out / "agentevol" / "iter_0" / "explored.jsonl")
         assert len(explored) == 2 and all(t.token_ids and t.num_turns == 1 for t in explored)
         report = json.loads((out / "eval" / "iter_1" / "report.json").read_text())
-        assert report["n"] == 1
+        assert report["n_items"] == 1
         [row] = [r for r in metric_rows(out) if "agentevol/set_size" in r]
         assert row["agentevol/set_size"] >= 2

@@ -152,6 +152,7 @@ def test_cli_dpo_and_train(tmp_path):
             "sft.max_length=400",
             "eval.limit=1",
             "eval.max_turns=1",
+            "eval.max_tokens=4",
             "rollout.max_tokens=4",
         ]
         assert main([*args, "algorithm.name=dpo"] if command == "train" else args) == 0

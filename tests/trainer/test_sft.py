@@ -139,13 +139,14 @@ def test_cli_runs_and_evaluates(tmp_path, command):
         "sft.max_length=300",
         "eval.limit=1",
         "eval.max_turns=1",
+        "eval.max_tokens=4",
         "rollout.max_tokens=4",
     ]
     if command == "train":
         args.append("algorithm.name=sft")
     assert main(args) == 0
     report = json.loads((run / "eval" / "final" / "report.json").read_text())
-    assert report["n"] == 1 and report["step"] == 1
+    assert report["n_items"] == 1 and report["step"] == 1
     assert metric_rows(run)[0]["loss/sft"] > 0
 
 
@@ -173,6 +174,7 @@ def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys)
         "schedule.rounds=[1,1,2]",
         "eval.limit=1",
         "eval.max_turns=1",
+        "eval.max_tokens=4",
     ]
     assert main(args) == 0
     for report in ("sft/eval/initial", "sft/eval/final", "rl/eval/final"):

@@ -94,7 +94,7 @@ def test_bf16_sampling_copy_follows_the_learner(tmp_path):
     run = tmp_path / "run"
     overrides = [*BASE, f"trainer.output_dir={run}", "trainer.total_steps=1", "schedule.rounds=[2]"]
     overrides += ["schedule.type=fixed", "rollout.dtype=bfloat16", "model.bf16=false"]
-    overrides += ["eval.at_end=true", "eval.limit=1", "eval.max_turns=1"]
+    overrides += ["eval.at_end=true", "eval.limit=1", "eval.max_turns=1", "eval.max_tokens=8"]
     trainer = RLTrainer(load_config("configs/quickstart.yaml", overrides))
     metrics = trainer.fit()
     assert metrics["loss/policy"] == metrics["loss/policy"]  # finite, not NaN
