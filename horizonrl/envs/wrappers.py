@@ -1,4 +1,11 @@
-"""Wrappers around a `TextEnv`. The turn cap lives here, never in env logic."""
+"""Wrappers around a `TextEnv`.
+
+The turn cap is never env logic. In a rollout it is counted once, by the rollout engine
+(`EngineConfig.max_turns`, which the ScalingInter schedule sets): every assistant turn counts,
+also one whose action did not parse and so never stepped the env, which a wrapper cannot see.
+`TurnLimit` is the same cap for code that steps a `TextEnv` itself (`horizonrl solve
+--max-turns`, scripts); the engine's pools hand out unwrapped envs.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,11 @@ from horizonrl.envs.core import StepResult, TextEnv
 
 
 class TurnLimit:
-    """Truncate an episode after `max_turns` steps (ScalingInter-RL changes only this number).
+    """Truncate an episode after `max_turns` steps, for code that steps the env itself.
 
     The step that reaches the cap is returned with `truncated=True` unless the env itself
-    terminated on that step; `terminated` is never set by the cap.
+    terminated on that step; `terminated` is never set by the cap (the rollout engine's cap
+    follows the same rule). Not for envs the engine plays: it counts turns itself.
     """
 
     def __init__(self, env: TextEnv, max_turns: int) -> None:

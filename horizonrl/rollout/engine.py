@@ -22,8 +22,15 @@ observation that would not fit ends the episode as truncated (`stop_reason`
 `max_turns` (truncated, "max_turns"). An env error or timeout marks the episode `failed`
 with the reason and the others carry on.
 
-`stop_reason` in `Trajectory.meta`: "terminated" (the env ended the task), "env_truncated",
-"max_turns", "max_response_length", or "failed".
+The turn cap is counted here and only here: the engine's envs are not wrapped in
+`horizonrl.envs.wrappers.TurnLimit` (that wrapper caps code that steps a `TextEnv` itself,
+such as `horizonrl solve`), because a wrapper never sees the turns whose action did not
+parse. An env that truncates on its own before the cap ends the episode as "env_truncated";
+on the cap's turn the stop reason is "max_turns", whatever the env says.
+
+`stop_reason` in `Trajectory.meta`: "terminated" (the env ended the task), "env_truncated"
+(the env's own limit, e.g. BabyAI's step budget), "max_turns", "max_response_length", or
+"failed".
 """
 
 from __future__ import annotations
@@ -55,7 +62,9 @@ class EngineConfig(RolloutSettings):
     """The engine's settings: `RolloutSettings` (budgets, sampling, concurrency) plus these."""
 
     max_turns: int = 30
-    """Most assistant turns per episode (the ScalingInter schedule changes this)."""
+    """Most assistant turns per episode (the ScalingInter schedule changes this). The engine is the
+    one counter of a rollout's turns: every assistant turn counts, also one whose action did not
+    parse and so never reached the env."""
     progress: bool = True
     """Show a live line on stderr (turns, live episodes, tokens/s)."""
     logprob_temperature: float | None = None
@@ -315,10 +324,10 @@ class RolloutEngine:
             if outcome.terminated:
                 ep.observation = outcome.observation
                 ep.finish("terminated", terminated=True, truncated=outcome.truncated)
-            elif outcome.truncated:
+            elif outcome.truncated and ep.traj.num_turns < self._cap(ep):
                 ep.observation = outcome.observation
                 ep.finish("env_truncated", truncated=True)
-            else:
+            else:  # the turn cap is counted here only: on its turn it is the stop reason
                 self._after_turn(ep, outcome.observation)
 
     async def _step(self, ep: Episode, action: str) -> StepResult | str:
@@ -332,7 +341,7 @@ class RolloutEngine:
         """Turn cap, then the budget check, then the observation turn."""
         assert ep.conv is not None
         ep.observation = observation
-        if ep.traj.num_turns >= (ep.traj.max_turns or self.config.max_turns):
+        if ep.traj.num_turns >= self._cap(ep):
             ep.finish("max_turns", truncated=True)
             return
         ids = self.fmt.observation_ids(observation) if self.fmt else None
@@ -373,6 +382,9 @@ class RolloutEngine:
         traj.meta["sampled_tokens"] = conv.sampled_tokens
 
     # ------------------------------------------------------------------ helpers
+
+    def _cap(self, ep: Episode) -> int:
+        return ep.traj.max_turns or self.config.max_turns
 
     @property
     def sampling(self) -> SamplingParams:

@@ -2,7 +2,7 @@
 
 The paper (AgentGym-RL, https://arxiv.org/abs/2509.08755) trains with a short interaction
 horizon first, so the agent learns to act before it learns to explore, and raises the cap in
-stages. A schedule only picks the number the `TurnLimit` wrapper enforces.
+stages. A schedule only picks the number the rollout engine enforces (`max_turns`).
 
     schedule = make_schedule(ScheduleConfig(type="stepwise", rounds=[2, 4, 6], every=1))
     schedule.max_turns(step)             # the stage's cap for 0-based `step`: 2, 4, 6, 6, ...

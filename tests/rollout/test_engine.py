@@ -8,6 +8,7 @@ import pytest
 from horizonrl.agent.chat import ChatFormat, render
 from horizonrl.agent.prompts import FamilyPrompt
 from horizonrl.envs.registry import get_family
+from horizonrl.envs.wrappers import TurnLimit
 from horizonrl.models import load_model, load_tokenizer
 from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
@@ -79,6 +80,24 @@ def test_unparsable_responses_count_as_turns_and_get_the_error_as_observation(to
     assert t.meta["parse_errors"] == 3 and t.turn_rewards == [0.0, 0.0, 0.0]
     assert "no 'Action:' line" in t.messages[3]["content"]
     check_trajectory(t, tok)
+
+
+def test_the_engine_is_the_one_turn_counter(tok):
+    """Every assistant turn counts once, parsed or not; on the cap's turn the stop reason is the cap
+    even when the env (here a `TurnLimit` a user wrapped it in) truncates on the same step."""
+    replies = iter(["Thought: hm.", "Thought: hm.\nAction: look"] * 10)
+    backend = ScriptedBackend(tok, lambda req: next(replies))
+    [mixed] = _engine(backend, make_env=lambda: TurnLimit(CountingEnv(), 10), max_turns=4).run(["toy_0"])
+    assert (mixed.num_turns, mixed.meta["parse_errors"], mixed.meta["stop_reason"]) == (4, 2, "max_turns")
+
+    backend = ScriptedBackend(tok, lambda req: "Thought: hm.\nAction: look")
+    [same] = _engine(backend, make_env=lambda: TurnLimit(CountingEnv(), 3), max_turns=3).run(["toy_0"])
+    assert (same.num_turns, same.meta["stop_reason"], same.truncated) == (3, "max_turns", True)
+    assert not same.terminated
+    assert same.turn_rewards == [0.0] * 3
+    # an env's own limit before the cap is the env's truncation
+    [short] = _engine(backend, make_env=lambda: TurnLimit(CountingEnv(), 2), max_turns=5).run(["toy_0"])
+    assert (short.num_turns, short.meta["stop_reason"], short.truncated) == (2, "env_truncated", True)
 
 
 def test_response_budget_is_enforced_during_the_rollout(tok):

@@ -43,7 +43,8 @@ Termination
 
 Truncation
     When minigrid's `max_steps` primitives are used up (`truncated=True`, never
-    terminated). The text-turn cap is the `TurnLimit` wrapper's.
+    terminated). The text-turn cap is the rollout engine's `max_turns` (`TurnLimit` when
+    the env is stepped directly).
 
 Categories
     The reference's six groups, GoTo (levels 1-11), Pickup (17-21), ActionObjDoor (30),

@@ -37,7 +37,7 @@ Termination:
 
 Truncation:
     Never by the env (ScienceWorld's own 100-step limit is not applied); the turn cap is
-    the `TurnLimit` wrapper.
+    the rollout engine's `max_turns` (`TurnLimit` when the env is stepped directly).
 
 Categories:
     Six groups of the 23 tasks the reference keeps (task ids in ScienceWorld's numbering):

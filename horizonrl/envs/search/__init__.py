@@ -33,8 +33,8 @@ Termination:
     searching and answer again.
 
 Truncation:
-    Never by the env; the turn cap is the `TurnLimit` wrapper (the reference trains with
-    5 turns and evaluates with 30).
+    Never by the env; the turn cap is the rollout engine's `max_turns` (`TurnLimit` when
+    the env is stepped directly; the reference trains with 5 turns and evaluates with 30).
 
 Categories:
     Generated worlds: "1-hop", "2-hop", "3-hop", "4-hop" (the number of searches the

@@ -44,8 +44,8 @@ Termination
     `terminated=True` when the goal is obtained. There is no failure state.
 
 Truncation
-    Never by the env; the turn cap is the `TurnLimit` wrapper (30 turns in the
-    reference's evaluation).
+    Never by the env; the turn cap is the rollout engine's `max_turns` (`TurnLimit` when
+    the env is stepped directly; 30 turns in the reference's evaluation).
 
 Categories
     "depth 1" .. "depth 4": the goal's crafting depth (shortest possible longest chain
