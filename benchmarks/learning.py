@@ -103,7 +103,7 @@ def throughput(args: argparse.Namespace) -> dict[str, float]:
             model = learner.actor
             model.train()
             learner.optimizer.zero_grad(set_to_none=True)
-            for mb in micro_batches(batch, list(range(batch.size)), cfg.trainer.micro_batch_size):
+            for _, mb in micro_batches(batch, list(range(batch.size)), cfg.trainer.micro_batch_size):
                 with learner._amp():
                     out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False)
                 logits = out.logits[:, :-1].float()

@@ -35,6 +35,13 @@ def _check(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def _positive_float(text: str) -> bool:
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
 def _settings_checked(check: Any) -> None:
     """Run a `horizonrl.rollout.settings` validation, its ValueError as a ConfigError."""
     try:
@@ -167,7 +174,17 @@ class AlgorithmConfig:
     """Passes over each rollout batch."""
     recompute_old_logprobs: bool = True
     """Recompute `old_logprobs` with the learner before the update (exact ratio 1 on the first
-    pass); False uses the rollout's sampling logprobs (saves a forward pass)."""
+    pass); False uses the rollout's logprobs (saves a forward pass; only allowed when the rollout
+    computes exactly what the learner does: fp32 sampling and `model.bf16=false`)."""
+    logprob_temperature: str = "rollout"
+    """T of the distribution `softmax(logits / T)` that every logprob of the update is under
+    (rollout, old, reference; also the entropy): `rollout` = `rollout.temperature`, the policy
+    that sampled (as verl), or a number such as `1.0` for the raw model. Top-k / top-p are
+    never applied to training logprobs (see docs/training.md)."""
+    bootstrap_truncated: bool | None = None
+    """An episode cut by a turn/length cap (not ended by the env) is bootstrapped from the critic's
+    value at the cut instead of scored as terminal. None: on for critic estimators (gae), off for
+    the others (they have no value to bootstrap from)."""
     failed: str = "drop"
     """Trajectories whose env broke: `drop` them from the update or score them `zero`."""
     filter_groups: bool = False
@@ -194,6 +211,23 @@ class AlgorithmConfig:
             not self.filter_groups or ESTIMATORS[self.estimator].group_relative,
             f"algorithm.filter_groups needs a group estimator (grpo, rloo), not {self.estimator!r}",
         )
+        _check(
+            self.logprob_temperature == "rollout" or _positive_float(self.logprob_temperature),
+            f"algorithm.logprob_temperature={self.logprob_temperature!r}: use rollout or a number > 0",
+        )
+        _check(
+            not self.bootstrap_truncated or ESTIMATORS[self.estimator].needs_critic,
+            f"algorithm.bootstrap_truncated needs a critic estimator (gae), not {self.estimator!r}",
+        )
+
+    @property
+    def bootstraps_truncated(self) -> bool:
+        """Whether truncated episodes are bootstrapped (`bootstrap_truncated`, or its default)."""
+        from horizonrl.algos.advantages import ESTIMATORS
+
+        if self.bootstrap_truncated is None:
+            return ESTIMATORS[self.estimator].needs_critic
+        return self.bootstrap_truncated
 
     @property
     def estimator(self) -> str:
@@ -267,12 +301,20 @@ class TrainerConfig:
     """torch CPU threads."""
     deterministic: bool = True
     """torch deterministic algorithms (bit-exact resume on CPU)."""
+    max_nonfinite_steps: int = 3
+    """Stop the run after this many consecutive steps whose gradients were all non-finite (each
+    such optimizer step is skipped and logged as `update/nonfinite`)."""
+    max_failed_steps: int = 3
+    """Stop the run after this many consecutive steps in which every episode failed (the env
+    servers are down: `failed/frac == 1`)."""
 
     def __post_init__(self) -> None:
         _check(self.total_steps >= 1, "trainer.total_steps must be >= 1")
         _check(self.micro_batch_size >= 1 and self.mini_batches >= 1, "micro_batch_size/mini_batches >= 1")
         _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _check(self.resume in ("auto", "never") or bool(self.resume), "trainer.resume: auto, never or a path")
+        _check(self.max_nonfinite_steps >= 1, "trainer.max_nonfinite_steps must be >= 1")
+        _check(self.max_failed_steps >= 1, "trainer.max_failed_steps must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -398,6 +440,20 @@ class Config:
             f"rollout.dtype={self.rollout.dtype} samples with a copy of the weights in another dtype, "
             "so its sampling logprobs are not the learner's; keep algorithm.recompute_old_logprobs=true",
         )
+        _check(
+            not self.model.bf16 or self.algorithm.recompute_old_logprobs,
+            "model.bf16=true runs the learner under bf16 autocast while the rollout's logprobs are fp32, "
+            "so the first PPO ratio would differ from 1 by precision alone; keep "
+            "algorithm.recompute_old_logprobs=true (or set model.bf16=false)",
+        )
+
+    @property
+    def logprob_temperature(self) -> float:
+        """T of `softmax(logits / T)`, the distribution of every RL logprob (rollout, old, reference)."""
+        a = self.algorithm
+        if a.logprob_temperature != "rollout":
+            return float(a.logprob_temperature)
+        return self.rollout.temperature if self.rollout.temperature > 0 else 1.0
 
 
 _ALIASES = {"type": "type", "rounds": "rounds", "steps_scaling_inter": "every"}

@@ -73,6 +73,22 @@ def test_cross_key_checks_name_both_keys():
         load_config(None, ["algorithm.filter_groups=true", "algorithm.name=ppo"])
     with pytest.raises(ConfigError, match=r"rollout.dtype='float16' is not valid"):
         load_config(None, ["rollout.dtype=float16"])
+    with pytest.raises(ConfigError, match=r"model.bf16=true .* first PPO ratio .*recompute_old_logprobs"):
+        load_config(None, ["algorithm.recompute_old_logprobs=false"])  # model.bf16 is the default
+    assert not load_config(None, ["algorithm.recompute_old_logprobs=false", "model.bf16=false"]).model.bf16
+    with pytest.raises(ConfigError, match=r"bootstrap_truncated needs a critic estimator"):
+        load_config(None, ["algorithm.bootstrap_truncated=true", "algorithm.name=grpo"])
+    with pytest.raises(ConfigError, match=r"logprob_temperature='warm': use rollout or a number"):
+        load_config(None, ["algorithm.logprob_temperature=warm"])
+
+
+def test_logprob_temperature_follows_the_rollout_unless_given():
+    assert load_config(None, ["rollout.temperature=0.8"]).logprob_temperature == 0.8
+    assert load_config(None, ["rollout.temperature=0"]).logprob_temperature == 1.0
+    cfg = load_config(None, ["rollout.temperature=0.8", "algorithm.logprob_temperature=1.0"])
+    assert cfg.logprob_temperature == 1.0
+    assert load_config(None, ["algorithm.name=ppo"]).algorithm.bootstraps_truncated
+    assert not load_config(None, ["algorithm.name=grpo"]).algorithm.bootstraps_truncated
     assert load_config(None, ["algorithm.filter_groups=true", "algorithm.name=rloo"]).algorithm.filter_groups
 
 

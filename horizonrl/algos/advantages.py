@@ -233,6 +233,28 @@ def get_estimator(name: str) -> Estimator:
     return ESTIMATORS[name]
 
 
+def bootstrap_truncated(
+    token_rewards: Tensor, loss_mask: Tensor, truncated: Tensor, bootstrap_values: Tensor, *, gamma: float
+) -> Tensor:
+    """Bootstrap episodes cut by a cap: add `gamma * V(s_cut)` to each truncated row's last sampled
+    token's reward. `(B, T), (B, T), (B,) bool, (B,) -> (B, T)`.
+
+    GAE's last delta is `r_L + gamma * V_next - V_L` with `V_next = 0` at a terminal state; at a
+    cut the episode would have gone on, so `V_next` is the critic's value of the state after the
+    last token (`bootstrap_values`). Adding `gamma * V(s_cut)` to `r_L` gives exactly that delta
+    (and the critic's target `R_L = r_L + gamma * V(s_cut)`), so every estimator stays one pure
+    function of rewards and values. Rows without a sampled token are left alone.
+    Pardo et al. 2018, "Time Limits in Reinforcement Learning", https://arxiv.org/abs/1712.00378
+    """
+    B, T = loss_mask.shape
+    positions = torch.arange(T, device=loss_mask.device).expand(B, T)
+    last = torch.where(loss_mask.bool(), positions, torch.full_like(positions, -1)).max(dim=-1).values
+    rows = torch.nonzero(truncated.bool() & (last >= 0), as_tuple=True)[0]
+    out = token_rewards.clone()
+    out[rows, last[rows]] += gamma * bootstrap_values.to(out.dtype)[rows]
+    return out
+
+
 def place_rewards(
     loss_mask: Tensor,
     outcome: Tensor,

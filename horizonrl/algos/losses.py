@@ -57,15 +57,18 @@ def aggregate(loss: Tensor, loss_mask: Tensor, mode: str) -> Tensor:
     return AGGREGATIONS[mode](loss, loss_mask)
 
 
-def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
-    """`log softmax(logits)[labels]`: `(B, T, V), (B, T) -> (B, T)`, computed in float32."""
-    logp = F.log_softmax(logits.float(), dim=-1)
+def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> Tensor:
+    """`log softmax(logits / temperature)[labels]`: `(B, T, V), (B, T) -> (B, T)`, in float32.
+
+    `temperature` names the distribution: the rollout's sampling temperature gives the logprobs of
+    the policy that sampled (what PPO's ratio needs), 1.0 the raw model's."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
     return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
 
 
-def entropy_from_logits(logits: Tensor) -> Tensor:
-    """Entropy of the next-token distribution: `(B, T, V) -> (B, T)`, in float32."""
-    logp = F.log_softmax(logits.float(), dim=-1)
+def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """Entropy of `softmax(logits / temperature)`: `(B, T, V) -> (B, T)`, in float32."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
     return -(logp.exp() * logp).sum(dim=-1)
 
 

@@ -32,6 +32,8 @@ class Batch:
     old_logprobs: Tensor | None = None  # (B, T) learner logprobs before the update
     ref_logprobs: Tensor | None = None  # (B, T) frozen reference policy
     values: Tensor | None = None  # (B, T) critic before the update
+    bootstrap_values: Tensor | None = None  # (B,) critic after each row's last token
+    truncated: Tensor | None = None  # (B,) bool: cut by a turn/length cap, not ended by the env
     advantages: Tensor | None = None  # (B, T)
     returns: Tensor | None = None  # (B, T)
 
@@ -89,11 +91,14 @@ def collate(trajectories: Sequence[Trajectory]) -> Batch:
         rollout_logprobs=logprobs,
         group_ids=torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long),
         prompt_lengths=torch.tensor([max(t.prompt_length, 1) for t in trajectories], dtype=torch.long),
+        truncated=torch.tensor([t.truncated and not t.terminated for t in trajectories], dtype=torch.bool),
     )
 
 
-def micro_batches(batch: Batch, rows: Sequence[int], size: int) -> Iterator[Batch]:
-    """Split `rows` into micro-batches of `size` rows of similar length (less padding)."""
+def micro_batches(batch: Batch, rows: Sequence[int], size: int) -> Iterator[tuple[list[int], Batch]]:
+    """Split `rows` into micro-batches of `size` rows of similar length (less padding); yields
+    each one's row indices into `batch` and its `Batch`."""
     ordered = sorted(rows, key=lambda r: int(batch.lengths[r]))
     for start in range(0, len(ordered), size):
-        yield batch.select(ordered[start : start + size])
+        chunk = ordered[start : start + size]
+        yield chunk, batch.select(chunk)

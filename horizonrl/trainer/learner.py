@@ -12,6 +12,23 @@
 Training runs in fp32 master weights with bf16 autocast where supported and gradient
 checkpointing; each optimizer step accumulates gradients over the micro-batches of one
 mini-batch, weighted so the loss equals the mini-batch loss under the chosen aggregation.
+
+Which distribution each RL logprob is under (T = `cfg.logprob_temperature`, by default the
+rollout's sampling temperature; top-k/top-p never applied):
+
+    rollout_logprobs  pi_behaviour(a|s) = softmax(logits_old / T)   the rollout backend, as sampled
+    old_logprobs      pi_old(a|s)       = softmax(logits_old / T)   this learner, weights before the
+                                                                    update, learner precision (or the
+                                                                    rollout's when not recomputed)
+    logprobs          pi_theta(a|s)     = softmax(logits / T)       this learner, with grad
+    ref_logprobs      pi_ref(a|s)       = softmax(logits_ref / T)   the frozen initial weights
+
+    ratio = pi_theta / pi_old  (exactly 1 on the first pass: same weights, shapes and precision)
+    KL    = estimate of KL(pi_theta || pi_ref) per sampled token
+
+`score` runs the same micro-batches (rows sorted by length, `trainer.micro_batch_size` each) as
+the update's first pass, so the recomputed `old_logprobs` are bitwise what that pass computes.
+Non-finite gradients are never applied: the optimizer step is skipped and counted.
 """
 
 from __future__ import annotations
@@ -81,6 +98,7 @@ def _build_critic(actor: Any, seed: int) -> Any:
 
     config = copy.deepcopy(actor.config)
     config.num_labels = 1
+    config.classifier_dropout = 0.0  # transformers' default 0.1 made values (GAE, value clip) random
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         critic = AutoModelForTokenClassification.from_config(config)
@@ -131,6 +149,8 @@ class Learner:
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=t.critic_lr)
             self.critic_scheduler = torch.optim.lr_scheduler.LambdaLR(self.critic_optimizer, lam)
         self.autocast = cfg.model.bf16 and (device.type == "cpu" or torch.cuda.is_bf16_supported())
+        self.logprob_temperature = cfg.logprob_temperature
+        """T of every RL logprob and entropy (`softmax(logits / T)`); SFT and DPO use 1."""
 
     # --- checkpoint plumbing -------------------------------------------------------------
     def models(self) -> dict[str, Any]:
@@ -156,8 +176,11 @@ class Learner:
         else:
             yield self.reference
 
-    def token_logprobs(self, model: Any, mb: Batch, *, entropy: bool) -> tuple[Tensor, Tensor | None]:
-        """Logprob (and entropy) of each token given the ones before it: `(b, L)`, 0 at position 0.
+    def token_logprobs(
+        self, model: Any, mb: Batch, *, entropy: bool, temperature: float = 1.0
+    ) -> tuple[Tensor, Tensor | None]:
+        """Logprob (and entropy) of each token given the ones before it under
+        `softmax(logits / temperature)`: `(b, L)`, 0 at position 0.
 
         Only positions from the shortest prompt on go through the LM head: prompt tokens never
         carry loss, and the head over a ~50k vocabulary is a large share of a small model's work.
@@ -174,48 +197,61 @@ class Learner:
             )
         logits = out.logits[:, :-1]  # (b, L - start - 1, V) predicts tokens start+1 .. L-1
         logprobs = torch.zeros(ids.shape, dtype=torch.float32, device=self.device)
-        logprobs[:, start + 1 :] = logprobs_from_logits(logits, ids[:, start + 1 :])
+        logprobs[:, start + 1 :] = logprobs_from_logits(logits, ids[:, start + 1 :], temperature)
         ent = None
         if entropy:
             ent = torch.zeros_like(logprobs)
-            ent[:, start + 1 :] = entropy_from_logits(logits)
+            ent[:, start + 1 :] = entropy_from_logits(logits, temperature)
         return logprobs, ent
 
-    def token_values(self, mb: Batch) -> Tensor:
-        """Critic value of the state before each token: `(b, L)` (value at t read at position t-1)."""
+    def token_values(self, mb: Batch) -> tuple[Tensor, Tensor]:
+        """Critic value of the state before each token, `(b, L)` (value at t read at position t-1),
+        and of the state after the last token, `(b,)` (a truncated episode's bootstrap value)."""
         assert self.critic is not None
         with self._amp():
             out = self.critic(
                 input_ids=mb.input_ids.to(self.device), attention_mask=mb.attention_mask.to(self.device)
             )
+        head = out.logits[..., 0].float()  # (b, L)
         values = torch.zeros(mb.input_ids.shape, dtype=torch.float32, device=self.device)
-        values[:, 1:] = out.logits[:, :-1, 0].float()
-        return values
+        values[:, 1:] = head[:, :-1]
+        last = (mb.lengths.to(self.device) - 1).clamp(min=0)
+        final = head.gather(1, last[:, None]).squeeze(1)
+        return values, final
 
     @torch.no_grad()
     def score(self, batch: Batch) -> Batch:
         """Fill `old_logprobs`, `ref_logprobs` and `values` (before any update) for the whole batch."""
         a = self.cfg.algorithm
         B, T = batch.input_ids.shape
+        temperature = self.logprob_temperature
         old = batch.rollout_logprobs.clone()
         ref = torch.zeros(B, T) if self._needs_reference() else None
         values = torch.zeros(B, T) if self.critic is not None else None
+        final = torch.zeros(B) if self.critic is not None else None
         self.actor.eval()
-        for rows in _chunks(list(range(B)), self.cfg.trainer.micro_batch_size):
-            mb = batch.select(rows)
+        if self.critic is not None:
+            self.critic.eval()
+        for rows, mb in micro_batches(batch, list(range(B)), self.cfg.trainer.micro_batch_size):
             w = mb.input_ids.shape[1]
             if a.recompute_old_logprobs:
-                old[rows, :w] = self.token_logprobs(self.actor, mb, entropy=False)[0].cpu()
+                old[rows, :w] = self.token_logprobs(self.actor, mb, entropy=False, temperature=temperature)[
+                    0
+                ].cpu()
             if ref is not None:
                 with self._reference_weights() as reference:
-                    ref[rows, :w] = self.token_logprobs(reference, mb, entropy=False)[0].cpu()
-            if values is not None:
-                values[rows, :w] = self.token_values(mb).cpu()
+                    ref[rows, :w] = self.token_logprobs(
+                        reference, mb, entropy=False, temperature=temperature
+                    )[0].cpu()
+            if values is not None and final is not None:
+                v, f = self.token_values(mb)
+                values[rows, :w], final[rows] = v.cpu(), f.cpu()
         mask = batch.loss_mask.float()
         return batch.with_(
             old_logprobs=old * mask,
             ref_logprobs=None if ref is None else ref * mask,
             values=None if values is None else values * mask,
+            bootstrap_values=final,
         )
 
     def _needs_reference(self) -> bool:
@@ -235,6 +271,8 @@ class Learner:
             counts[name] = counts.get(name, 0) + 1
 
         token_mode = a.loss_agg == "token-mean"
+        nonfinite = optimizer_steps = 0
+        ratio_dev = first_dev = 0.0
         self.actor.train()
         if self.critic is not None:
             self.critic.train()
@@ -248,32 +286,55 @@ class Learner:
                 self.optimizer.zero_grad(set_to_none=True)
                 if self.critic_optimizer is not None:
                     self.critic_optimizer.zero_grad(set_to_none=True)
-                for mb in micro_batches(batch, mini, t.micro_batch_size):
+                for _, mb in micro_batches(batch, mini, t.micro_batch_size):
                     weight = _weight_base(mb, token_mode) / total
                     if weight == 0:
                         continue
                     stats = self._micro_step(mb, weight)
+                    dev = stats.pop("ratio/max_dev")
+                    ratio_dev = max(ratio_dev, dev)
+                    if optimizer_steps == 0:  # before any update: pi_theta is pi_old exactly
+                        first_dev = max(first_dev, dev)
                     for name, value in stats.items():
                         record(name, value)
                 params = [p for p in self.actor.parameters() if p.requires_grad]
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, t.max_grad_norm)
-                record("grad/norm", float(grad_norm))
-                self.optimizer.step()
+                critic_norm = None
                 if self.critic is not None:
                     critic_norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
+                finite = bool(torch.isfinite(grad_norm)) and (
+                    critic_norm is None or bool(torch.isfinite(critic_norm))
+                )
+                optimizer_steps += 1
+                if not finite:  # never apply NaN/inf: drop these gradients, keep the weights
+                    nonfinite += 1
+                    self.optimizer.zero_grad(set_to_none=True)
+                    if self.critic_optimizer is not None:
+                        self.critic_optimizer.zero_grad(set_to_none=True)
+                    continue
+                record("grad/norm", float(grad_norm))
+                self.optimizer.step()
+                if self.critic is not None and critic_norm is not None:
                     record("grad/critic_norm", float(critic_norm))
                     self.critic_optimizer.step()
-        self.lr_scheduler.step()
-        if self.critic_scheduler is not None:
-            self.critic_scheduler.step()
+        self._step_schedulers()
         self.actor.eval()
         out = {name: sums[name] / counts[name] for name in sums}
         out["lr"] = float(self.lr_scheduler.get_last_lr()[0])
+        out["update/nonfinite"] = float(nonfinite)
+        out["update/nonfinite_frac"] = nonfinite / max(1, optimizer_steps)
+        out["ratio/max_dev"] = ratio_dev
+        out["ratio/first_pass_max_dev"] = first_dev
         return out
 
     def skip_update(self) -> None:
         """A step with nothing to train on: no optimizer step, but the LR schedule advances so
         the learning rate stays a function of the step."""
+        self._step_schedulers()
+
+    def _step_schedulers(self) -> None:
+        """Advance the LR schedules once per training step, whether or not an optimizer step was
+        taken (skipped and non-finite steps count), so the learning rate is a function of the step."""
         with warnings.catch_warnings():  # torch warns when no optimizer step came first
             warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*", category=UserWarning)
             self.lr_scheduler.step()
@@ -285,7 +346,9 @@ class Learner:
         a = self.cfg.algorithm
         assert mb.advantages is not None and mb.old_logprobs is not None
         mask = mb.loss_mask.to(self.device)
-        logprobs, entropy = self.token_logprobs(self.actor, mb, entropy=True)
+        logprobs, entropy = self.token_logprobs(
+            self.actor, mb, entropy=True, temperature=self.logprob_temperature
+        )
         assert entropy is not None
         pg, pg_stats = self.policy_loss(
             logprobs,
@@ -301,6 +364,7 @@ class Learner:
             "entropy/mean": float(ent.detach()),
             "clip/frac": float(pg_stats["clip_frac"]),
             "kl/old_approx": float(pg_stats["approx_kl"]),
+            "ratio/max_dev": float(pg_stats["ratio_max_dev"]),
         }
         if mb.ref_logprobs is not None:
             kl = kl_loss(logprobs, mb.ref_logprobs.to(self.device), mask, kind=a.kl_estimator, agg=a.loss_agg)
@@ -310,7 +374,7 @@ class Learner:
         (loss * weight).backward()
         if self.critic is not None:
             assert mb.values is not None and mb.returns is not None
-            values = self.token_values(mb)
+            values, _ = self.token_values(mb)
             vl, v_stats = value_loss(
                 values,
                 mb.values.to(self.device),
@@ -330,11 +394,6 @@ def _weight_base(mb: Batch, token_mode: bool) -> float:
     if token_mode:
         return float(mb.loss_mask.sum())
     return float((mb.loss_mask.sum(dim=-1) > 0).sum())
-
-
-def _chunks(rows: list[int], size: int) -> Iterator[list[int]]:
-    for start in range(0, len(rows), size):
-        yield rows[start : start + size]
 
 
 def _split(rows: list[int], parts: int) -> list[list[int]]:

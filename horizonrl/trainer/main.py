@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from horizonrl.config import Config, ConfigError, load_config
-from horizonrl.trainer.workflows import get_workflow
+from horizonrl.trainer.workflows import RunAborted, get_workflow
 
 
 def _load(args: argparse.Namespace, command: str, name: str | None = None) -> Config:
@@ -69,11 +69,14 @@ def run(cfg: Config) -> int:
             "reads (set sft.warmup_steps > 0 for a warm start); plain RL reads Data-ID JSON item "
             "files, or set data.train_files=[] to use the families' splits"
         )
-    with env_servers(cfg) as urls:
-        if warm_start:
-            warm_started_rl(cfg, urls)
-        else:
-            workflow.trainer_class()(cfg, env_urls=urls).fit()
+    try:
+        with env_servers(cfg) as urls:
+            if warm_start:
+                warm_started_rl(cfg, urls)
+            else:
+                workflow.trainer_class()(cfg, env_urls=urls).fit()
+    except RunAborted as exc:
+        raise SystemExit(f"horizonrl {name}: stopped at {cfg.trainer.output_dir}: {exc}") from None
     print(f"horizonrl: run written to {cfg.trainer.output_dir}", flush=True)
     return 0
 

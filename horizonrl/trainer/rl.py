@@ -11,9 +11,16 @@ One step, as the named phases of `RLTrainer.fit()`:
 5. log / save  metrics.jsonl + TensorBoard, trajectories/step_N.jsonl, checkpoints, eval
 
 Simplifications, stated up front: one learner process; the learner and the `hf` rollout backend
-share one `nn.Module`; a trajectory whose env broke is dropped from the update (or scored 0 with
-`algorithm.failed: zero`); a truncated episode is treated like a terminated one (value 0 after
-its last token), as the reference does.
+share one `nn.Module` (or a bf16 copy synced before each rollout). Failure and truncation:
+
+- a trajectory whose env broke is dropped from the update (or scored 0 with `algorithm.failed:
+  zero`); one without any sampled token (the env failed at reset) is always left out;
+- success for the schedule and the logs is over the episodes that did not fail, and the run stops
+  after `trainer.max_failed_steps` consecutive steps in which every episode failed;
+- an episode cut by a cap is bootstrapped from the critic's value at the cut (gae, default
+  `algorithm.bootstrap_truncated`); the critic-free estimators score it by its rewards so far;
+- a step whose gradients are non-finite is not applied; `trainer.max_nonfinite_steps` in a row
+  stop the run.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any
 
 import torch
 
-from horizonrl.algos.advantages import place_rewards
+from horizonrl.algos.advantages import bootstrap_truncated, place_rewards
 from horizonrl.algos.kl import kl_estimate
 from horizonrl.algos.losses import kl_reward_penalty
 from horizonrl.config import Config
@@ -33,6 +40,7 @@ from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.run import TrainingRun
 from horizonrl.trainer.schedule import make_schedule
+from horizonrl.trainer.workflows import RunAborted
 
 
 def trajectory_return(traj: Trajectory, cfg: Config) -> float:
@@ -48,10 +56,11 @@ def trajectory_return(traj: Trajectory, cfg: Config) -> float:
 def select_for_update(
     trajectories: list[Trajectory], cfg: Config
 ) -> tuple[list[Trajectory], dict[str, float]]:
-    """The trajectories the update trains on: failed ones dropped (`algorithm.failed: drop`) and,
+    """The trajectories the update trains on: never those without a sampled token (an env that
+    failed at reset); failed ones dropped (`algorithm.failed: drop`) or kept and scored 0 (`zero`);
     with `algorithm.filter_groups`, every group whose rewards are all equal (all-0 advantages)."""
     a = cfg.algorithm
-    kept = [t for t in trajectories if not (t.failed and a.failed == "drop")]
+    kept = [t for t in trajectories if any(t.loss_mask) and not (t.failed and a.failed == "drop")]
     if not a.filter_groups:
         return kept, {}
     returns: dict[int, list[float]] = {}
@@ -82,6 +91,10 @@ class RLTrainer(TrainingRun):
         super().__init__(cfg, rollout=rollout, env_urls=env_urls)
         self.schedule = make_schedule(cfg.schedule, seed=cfg.trainer.seed)
         self.sampler = ItemSampler.from_config(cfg.data, cfg.trainer.seed)
+        self.failed_streak = 0
+        """Consecutive steps in which every episode failed (env outage)."""
+        self.nonfinite_streak = 0
+        """Consecutive steps whose every optimizer step had non-finite gradients (and was skipped)."""
         self.resume()
 
     # --- the loop ------------------------------------------------------------------------
@@ -93,6 +106,7 @@ class RLTrainer(TrainingRun):
             timer = PhaseTimer()
             with timer("step"):
                 with timer("rollout"):
+                    cap = self.schedule.max_turns(self.step)  # before `update` may advance it
                     episodes = self.plan_episodes(self.step)
                     trajectories = rollout(episodes, step=self.step)
                 with timer("score"):
@@ -104,11 +118,13 @@ class RLTrainer(TrainingRun):
                     update_stats = self.learner.update(batch, self.step) if batch is not None else {}
                     if batch is None:
                         self.learner.skip_update()
-            success = sum(t.success for t in trajectories) / max(1, len(trajectories))
-            self.schedule.update(self.step, success)
+            played = [t for t in trajectories if not t.failed]
+            if played:  # an env outage says nothing about the policy: the schedule never sees it
+                self.schedule.update(self.step, sum(t.success for t in played) / len(played))
             self.step += 1
             stats = {**select_stats, **adv_stats, **update_stats, "update/skipped": float(batch is None)}
-            metrics = self.log(episodes, trajectories, batch, stats, timer)
+            metrics = self.log(episodes, trajectories, batch, stats, timer, cap)
+            self.check_health(trajectories, update_stats)
             if self.due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
                 self.save()
             if self.due(cfg.eval.every):
@@ -139,6 +155,12 @@ class RLTrainer(TrainingRun):
         a = self.cfg.algorithm
         rewards = turn_rewards_batch(batch, trajectories, self.cfg)
         stats: dict[str, float] = {}
+        if a.bootstraps_truncated:
+            assert batch.bootstrap_values is not None and batch.truncated is not None
+            rewards = bootstrap_truncated(
+                rewards, batch.loss_mask, batch.truncated, batch.bootstrap_values, gamma=a.gamma
+            )
+            stats["truncated/frac"] = float(batch.truncated.float().mean())
         mask = batch.loss_mask.float()
         if batch.ref_logprobs is not None:
             assert batch.old_logprobs is not None
@@ -168,20 +190,24 @@ class RLTrainer(TrainingRun):
         batch: Batch | None,
         stats: dict[str, float],
         timer: PhaseTimer,
+        cap: int,
     ) -> dict[str, float]:
+        """One metrics line; success, reward and score are over the episodes that did not fail."""
         n = max(1, len(trajectories))
+        played = [t for t in trajectories if not t.failed]
+        p = max(1, len(played))
         turns = [t.num_turns for t in trajectories]
         trained_tokens = (
             0 if batch is None else int(batch.attention_mask.sum()) * self.cfg.algorithm.ppo_epochs
         )
         metrics: dict[str, float] = {
-            "reward/mean": sum(t.reward for t in trajectories) / n,
-            "success/mean": sum(t.success for t in trajectories) / n,
-            "score/mean": sum(t.score for t in trajectories) / n,
+            "reward/mean": sum(t.reward for t in played) / p,
+            "success/mean": sum(t.success for t in played) / p,
+            "score/mean": sum(t.score for t in played) / p,
             "failed/frac": sum(t.failed for t in trajectories) / n,
             "turns/mean": sum(turns) / n,
             "turns/max": float(max(turns, default=0)),
-            "schedule/max_turns": float(self.schedule.max_turns(self.step - 1)),
+            "schedule/max_turns": float(cap),
             "schedule/max_cap_used": float(max((e.max_turns for e in episodes), default=0)),
             "response_length/mean": sum(t.response_length for t in trajectories) / n,
             "sampled_tokens/total": float(sum(sum(t.loss_mask) for t in trajectories)),
@@ -194,6 +220,31 @@ class RLTrainer(TrainingRun):
         if self.cfg.logging.save_trajectories:
             write_jsonl(self.run_dir / "trajectories" / f"step_{self.step}.jsonl", trajectories)
         return metrics
+
+    def check_health(self, trajectories: list[Trajectory], update_stats: dict[str, float]) -> None:
+        """Stop the run (`RunAborted`) after `trainer.max_failed_steps` consecutive steps in which
+        every episode failed, or `trainer.max_nonfinite_steps` whose gradients were all non-finite."""
+        t = self.cfg.trainer
+        all_failed = bool(trajectories) and all(x.failed for x in trajectories)
+        self.failed_streak = self.failed_streak + 1 if all_failed else 0
+        self.nonfinite_streak = (
+            self.nonfinite_streak + 1 if update_stats.get("update/nonfinite_frac", 0.0) == 1.0 else 0
+        )
+        if self.failed_streak >= t.max_failed_steps:
+            reasons = sorted({x.fail_reason or "?" for x in trajectories})
+            self.monitor.close()
+            raise RunAborted(
+                f"every episode failed in {self.failed_streak} consecutive steps (trainer.max_failed_steps="
+                f"{t.max_failed_steps}); the envs are not answering: {'; '.join(reasons[:3])}. The last "
+                f"checkpoint is kept; fix the env servers and rerun to resume."
+            )
+        if self.nonfinite_streak >= t.max_nonfinite_steps:
+            self.monitor.close()
+            raise RunAborted(
+                f"the gradients were non-finite (NaN/inf) in {self.nonfinite_streak} consecutive steps "
+                f"(trainer.max_nonfinite_steps={t.max_nonfinite_steps}); no such step was applied. Lower "
+                "trainer.lr, check model.bf16 and the rewards, then resume from the last checkpoint."
+            )
 
     # --- checkpoints ---------------------------------------------------------------------
     def trainer_state(self) -> dict[str, Any]:

@@ -119,7 +119,7 @@ def sft_step(learner: Learner, batch: Batch) -> dict[str, float]:
     actor.train()
     learner.optimizer.zero_grad(set_to_none=True)
     loss_sum = 0.0
-    for mb in micro_batches(batch, list(range(batch.size)), t.micro_batch_size):
+    for _, mb in micro_batches(batch, list(range(batch.size)), t.micro_batch_size):
         mask = mb.loss_mask.to(learner.device).float()
         if not mask.any():
             continue

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 
+class RunAborted(RuntimeError):
+    """A run that cannot make progress (envs down, gradients non-finite); the message says why."""
+
+
 @dataclass(frozen=True)
 class Workflow:
     trainer: str

@@ -10,6 +10,7 @@ import torch
 from horizonrl.algos.advantages import (
     ESTIMATORS,
     EstimatorParams,
+    bootstrap_truncated,
     get_estimator,
     place_rewards,
 )
@@ -146,3 +147,22 @@ def test_place_rewards_turn_rewards_on_turn_ends():
     torch.testing.assert_close(r, torch.tensor([[0, 0, 0.25, 0, 0, 1.5]]))
     with pytest.raises(ValueError, match="not a sampled token"):
         place_rewards(mask, torch.tensor([0.0]), turn_ends=[[3]], turn_rewards=[[1.0]])
+
+
+def test_gae_bootstraps_a_truncated_episode_from_the_value_at_the_cut():
+    """Tokens [prompt, a, b]; V = [., 0.5, 0.6]; no reward; cut after b with V(s_cut) = 0.8.
+
+    gamma 0.9, lambda 1:  delta_b = 0 + 0.9 * 0.8 - 0.6 = 0.12;  delta_a = 0.9 * 0.6 - 0.5 = 0.04
+    A_b = 0.12, A_a = 0.04 + 0.9 * 0.12 = 0.148;  returns R_b = 0.72, R_a = 0.648.
+    Treated as terminal instead: A_b = -0.6, A_a = -0.5."""
+    mask = torch.tensor([[0, 1, 1], [0, 1, 1]])
+    values = torch.tensor([[0.0, 0.5, 0.6], [0.0, 0.5, 0.6]])
+    rewards = torch.zeros(2, 3)
+    p = EstimatorParams(gamma=0.9, lam=1.0, whiten_advantages=False)
+    boot = bootstrap_truncated(
+        rewards, mask, torch.tensor([True, False]), torch.tensor([0.8, 0.8]), gamma=p.gamma
+    )
+    adv, ret = ESTIMATORS["gae"](boot, mask, values, torch.tensor([0, 1]), p)
+    assert adv[0].tolist() == pytest.approx([0.0, 0.148, 0.12], abs=1e-6)
+    assert ret[0].tolist() == pytest.approx([0.0, 0.648, 0.72], abs=1e-6)
+    assert adv[1].tolist() == pytest.approx([0.0, -0.5, -0.6], abs=1e-6)  # not truncated: terminal

@@ -113,3 +113,17 @@ def test_logprobs_and_entropy_from_logits():
     ent = entropy_from_logits(logits)
     assert float(ent[0, 0]) == pytest.approx(math.log(2))
     assert float(ent[0, 1]) == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+
+
+def test_logprobs_and_entropy_at_a_temperature_hand_computed():
+    """Two tokens, logits [2, 0] at T = 0.5: softmax([4, 0]) -> p = (1/(1+e^-4), e^-4/(1+e^-4))."""
+    logits = torch.tensor([[[2.0, 0.0], [2.0, 0.0]]])  # (1, 2, V=2)
+    labels = torch.tensor([[0, 1]])
+    lp = logprobs_from_logits(logits, labels, temperature=0.5)
+    z = math.log(1 + math.exp(-4))
+    assert lp.tolist()[0] == pytest.approx([-z, -4 - z], abs=1e-6)
+    p = 1 / (1 + math.exp(-4))
+    ent = entropy_from_logits(logits, temperature=0.5)
+    assert float(ent[0, 0]) == pytest.approx(-(p * math.log(p) + (1 - p) * math.log(1 - p)), rel=1e-5)
+    raw = logprobs_from_logits(logits, labels)  # T = 1: softmax([2, 0])
+    assert float(raw[0, 0]) == pytest.approx(-math.log(1 + math.exp(-2)), abs=1e-6)
