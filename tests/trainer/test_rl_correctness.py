@@ -125,16 +125,14 @@ class _Outage:
         return out
 
 
+def _adaptive(tmp_path, threshold, steps):
+    """Caps [2, 4]; advance once a single step's success reaches `threshold` (or plateaus)."""
+    adaptive = ["schedule.type=adaptive", "schedule.rounds=[2,4]", "schedule.every=1", "schedule.window=1"]
+    return _cfg(tmp_path, *adaptive, f"schedule.threshold={threshold}", f"trainer.total_steps={steps}")
+
+
 def test_an_outage_does_not_advance_the_adaptive_schedule(tmp_path, scripted_rollout):
-    cfg = _cfg(
-        tmp_path,
-        "schedule.type=adaptive",
-        "schedule.rounds=[2,4]",
-        "schedule.every=1",
-        "schedule.window=1",
-        "schedule.threshold=0.99",
-        "trainer.total_steps=3",
-    )
+    cfg = _adaptive(tmp_path, 0.99, 3)
     trainer = RLTrainer(cfg, rollout=_Outage(scripted_rollout, {0, 1}))
     trainer.fit()
     # two outage steps read as success 0, 0 would be a plateau and advance the cap
@@ -145,15 +143,7 @@ def test_an_outage_does_not_advance_the_adaptive_schedule(tmp_path, scripted_rol
 
 
 def test_the_logged_cap_is_the_one_the_steps_rollout_used(tmp_path, scripted_rollout):
-    cfg = _cfg(
-        tmp_path,
-        "schedule.type=adaptive",
-        "schedule.rounds=[2,4]",
-        "schedule.every=1",
-        "schedule.window=1",
-        "schedule.threshold=0.4",
-        "trainer.total_steps=2",
-    )
+    cfg = _adaptive(tmp_path, 0.4, 2)
     RLTrainer(cfg, rollout=scripted_rollout).fit()  # success 0.5 >= 0.4: advances after step 0
     lines = _lines(tmp_path)
     assert [line["schedule/max_turns"] for line in lines] == [2, 4]
