@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from horizonrl.config import Config
+from horizonrl.trainer.workflows import RunAborted
 
 STARTUP_TIMEOUT_S = 120.0
 MAX_RESTARTS = 3
@@ -211,7 +212,7 @@ def start_env_servers(
         _stop_all([s.process for s in launched.values()])
     given_up = [s.error for s in launched.values() if s.error]
     if given_up:
-        raise RuntimeError("; ".join(given_up))
+        raise RunAborted("; ".join(given_up))  # horizonrl train turns it into a one-line exit
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from horizonrl.server.client import RemoteEnv
 from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.rl import RLTrainer
 from horizonrl.trainer.servers import LaunchedServer, start_env_servers
+from horizonrl.trainer.workflows import RunAborted
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -105,9 +106,7 @@ def test_a_killed_server_is_restarted_on_its_port_and_nothing_outlives_the_conte
 def test_past_max_restarts_the_watcher_gives_up_and_the_context_raises(tmp_path, capfd):
     pids = []
     servers = start_env_servers(_config(tmp_path), max_restarts=1, restart_delay_s=0, poll_s=0.1)
-    gave_up = pytest.raises(
-        RuntimeError, match=r"env server textcraft .* exited with code -9 after 1 restarts"
-    )
+    gave_up = pytest.raises(RunAborted, match=r"env server textcraft .* exited with code -9 after 1 restarts")
     with gave_up, servers as started:
         server = started.launched["textcraft"]
         pids.append(_kill(server))
