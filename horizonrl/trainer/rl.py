@@ -118,12 +118,11 @@ class RLTrainer(TrainingRun):
                     update_stats = self.learner.update(batch, self.step) if batch is not None else {}
                     if batch is None:
                         self.learner.skip_update()
-            played = [t for t in trajectories if not t.failed]
-            if played:  # an env outage says nothing about the policy: the schedule never sees it
-                self.schedule.update(self.step, sum(t.success for t in played) / len(played))
             self.step += 1
             stats = {**select_stats, **adv_stats, **update_stats, "update/skipped": float(batch is None)}
             metrics = self.log(episodes, trajectories, batch, stats, timer, cap)
+            if metrics["failed/frac"] < 1:  # an env outage says nothing about the policy
+                self.schedule.update(self.step - 1, metrics["success/mean"])  # over played episodes
             self.check_health(trajectories, update_stats)
             if self.due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
                 self.save()
