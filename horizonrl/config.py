@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from horizonrl.rollout.engines import ENGINES
 from horizonrl.rollout.settings import EvalRolloutSettings, RolloutSettings
 
 
@@ -119,10 +120,14 @@ class RolloutConfig(RolloutSettings):
     `bfloat16` from a bf16 copy refreshed from the learner's fp32 weights before every rollout
     (~1.7x the tokens/s on CPUs with bf16 units; the update's old logprobs are recomputed by the
     learner either way)."""
+    engine: str = "lockstep"
+    """`lockstep` (rounds of one batched generation, then the round's env steps) or `async` (each
+    episode advances as soon as its own env step returns); the trainer's evals use it too."""
 
     def __post_init__(self) -> None:
         _settings_checked(super().__post_init__)
         _one_of("rollout.dtype", self.dtype, ("float32", "bfloat16"))
+        _one_of("rollout.engine", self.engine, tuple(ENGINES))
         _check(self.n >= 1, f"rollout.n must be >= 1, got {self.n}")
 
 

@@ -112,6 +112,9 @@ class Episode:
 @dataclass
 class EngineStats:
     rounds: int = 0
+    """Batched generations of the lock-step engine (0 for the async engine)."""
+    turns: int = 0
+    """Assistant turns sampled."""
     episodes: int = 0
     sampled_tokens: int = 0
     generate_seconds: float = 0.0
@@ -204,38 +207,13 @@ class RolloutEngine:
             for g, item in enumerate(item_ids)
             for k in range(n)
         ]
-        waiting = list(reversed(episodes))
-        live: list[Episode] = []
         start = time.perf_counter()
         progress = RolloutProgress(len(episodes), enabled=cfg.progress)
         self.backend.clear()
         self._on_finish = on_finish
         try:
             with progress:
-                while waiting or live:
-                    admitted: list[Episode] = []
-                    while waiting and len(live) + len(admitted) < cfg.batch_size:
-                        admitted.append(waiting.pop())
-                    await asyncio.gather(*(self._start(ep) for ep in admitted))
-                    live += admitted
-                    await self._finish_done(live)
-                    live = [ep for ep in live if not ep.done]
-                    if not live:
-                        continue
-                    await self._round(live)
-                    self.stats.rounds += 1
-                    self.stats.round_sizes.append(len(live))
-                    if on_round is not None:
-                        on_round(self.stats.rounds, live)
-                    await self._finish_done(live)
-                    live = [ep for ep in live if not ep.done]
-                    self.stats.wall_seconds = time.perf_counter() - start
-                    progress.update(
-                        done=sum(ep.done for ep in episodes),
-                        live=len(live),
-                        rounds=self.stats.rounds,
-                        tokens_per_s=self.stats.tokens_per_second,
-                    )
+                await self._play(episodes, progress, on_round, start)
         finally:
             for ep in episodes:
                 if not ep.done:
@@ -246,7 +224,63 @@ class RolloutEngine:
         self.stats.episodes += len(episodes)
         return [ep.traj for ep in episodes]
 
-    # ------------------------------------------------------------------ phases
+    async def _play(
+        self, episodes: list[Episode], progress: RolloutProgress, on_round: RoundHook | None, start: float
+    ) -> None:
+        """Lock-step rounds until every episode is done (see the module docstring)."""
+        waiting = list(reversed(episodes))
+        live: list[Episode] = []
+        while waiting or live:
+            admitted: list[Episode] = []
+            while waiting and len(live) + len(admitted) < self.config.batch_size:
+                admitted.append(waiting.pop())
+            await asyncio.gather(*(self._start(ep) for ep in admitted))
+            live += admitted
+            await self._finish_done(live)
+            live = [ep for ep in live if not ep.done]
+            if not live:
+                continue
+            await self._round(live)
+            self.stats.rounds += 1
+            self.stats.round_sizes.append(len(live))
+            if on_round is not None:
+                on_round(self.stats.rounds, live)
+            await self._finish_done(live)
+            live = [ep for ep in live if not ep.done]
+            self.stats.wall_seconds = time.perf_counter() - start
+            progress.update(
+                done=sum(ep.done for ep in episodes),
+                live=len(live),
+                rounds=self.stats.rounds,
+                tokens_per_s=self.stats.tokens_per_second,
+            )
+
+    async def _round(self, live: list[Episode]) -> None:
+        """One batched generation for every live episode, then their env steps, concurrently."""
+        asking = [(ep, req) for ep in live if (req := self._request(ep)) is not None]
+        if not asking:
+            return
+        seed = None if self.config.temperature == 0 else hash((asking[0][0].traj.seed, self.stats.rounds))
+        params = replace(self.sampling, seed=None if seed is None else seed % 2**31)
+        t0 = time.perf_counter()
+        results: list[GenerationResult] = await asyncio.to_thread(
+            self.backend.generate, [req for _, req in asking], params
+        )
+        self.stats.generate_seconds += time.perf_counter() - t0
+        stepping = [
+            (ep, action)
+            for (ep, _), result in zip(asking, results, strict=True)
+            if (action := self._take_result(ep, result)) is not None
+        ]
+        t0 = time.perf_counter()
+        outcomes = await asyncio.gather(*(self._step(ep, action) for ep, action in stepping))
+        self.stats.env_seconds += time.perf_counter() - t0
+        for (ep, _), outcome in zip(stepping, outcomes, strict=True):
+            self._take_outcome(ep, outcome)
+
+    # ------------------------------------------------------------------ one episode's turn
+    # Both engines play a turn with these: `_request`, then the backend, `_take_result`, and when
+    # it gives an action, `_step` and `_take_outcome`.
 
     async def _start(self, ep: Episode) -> None:
         cfg, traj = self.config, ep.traj
@@ -263,72 +297,59 @@ class RolloutEngine:
         messages = self.prompt.initial_messages(observation)
         ep.conv = TokenConversation(self.fmt, messages) if self.fmt else MessageConversation(messages)
 
-    async def _round(self, live: list[Episode]) -> None:
-        cfg = self.config
+    def _request(self, ep: Episode) -> GenerationRequest | None:
+        """The episode's next turn to generate, its `max_tokens` lowered to what is left of the
+        response budget; None when nothing is left (the episode ends, truncated)."""
+        assert ep.conv is not None
         close = len(self.fmt.close_ids) if self.fmt else 0
-        asking: list[Episode] = []
-        requests = []
-        for ep in live:
-            assert ep.conv is not None
-            budget = cfg.max_response_length - ep.conv.response_length - close
-            if self.backend.token_level and budget < 1:
-                ep.finish("max_response_length", truncated=True)
-                continue
-            asking.append(ep)
-            requests.append(
-                GenerationRequest(
-                    token_ids=list(ep.conv.token_ids),
-                    messages=list(ep.conv.messages),
-                    max_tokens=min(cfg.max_tokens, budget),
-                    cache_key=ep.index,
-                )
-            )
-        if not asking:
+        budget = self.config.max_response_length - ep.conv.response_length - close
+        if self.backend.token_level and budget < 1:
+            ep.finish("max_response_length", truncated=True)
+            return None
+        return GenerationRequest(
+            token_ids=list(ep.conv.token_ids),
+            messages=list(ep.conv.messages),
+            max_tokens=min(self.config.max_tokens, budget),
+            cache_key=ep.index,
+        )
+
+    def _take_result(self, ep: Episode, result: GenerationResult) -> str | None:
+        """Append the sampled turn; returns the action to step the env with, or None: the model
+        failed (the episode fails) or the action did not parse (answered with the parse error)."""
+        assert ep.conv is not None
+        if result.error is not None:
+            ep.fail(f"model error: {result.error}")
+            return None
+        self.stats.sampled_tokens += result.num_tokens
+        self.stats.turns += 1
+        content = ep.conv.add_assistant(result.token_ids, result.logprobs, result.finish_reason, result.text)
+        ep.traj.num_turns += 1
+        parsed = self.prompt.parse_action(content)
+        if parsed.action is None:
+            ep.parse_errors += 1
+            ep.traj.turn_rewards.append(0.0)
+            self._after_turn(ep, str(parsed.error))
+        return parsed.action
+
+    def _take_outcome(self, ep: Episode, outcome: StepResult | str) -> None:
+        """Record an env step's result (a string: the env failed) and end the episode if it is over."""
+        traj = ep.traj
+        if isinstance(outcome, str):
+            traj.turn_rewards.append(0.0)
+            ep.fail(outcome)
             return
-        seed = None if cfg.temperature == 0 else hash((asking[0].traj.seed, self.stats.rounds)) % 2**31
-        params = replace(self.sampling, seed=seed)
-        t0 = time.perf_counter()
-        results: list[GenerationResult] = await asyncio.to_thread(self.backend.generate, requests, params)
-        self.stats.generate_seconds += time.perf_counter() - t0
-        stepping: list[tuple[Episode, str]] = []
-        for ep, result in zip(asking, results, strict=True):
-            assert ep.conv is not None
-            if result.error is not None:
-                ep.fail(f"model error: {result.error}")
-                continue
-            self.stats.sampled_tokens += result.num_tokens
-            content = ep.conv.add_assistant(
-                result.token_ids, result.logprobs, result.finish_reason, result.text
-            )
-            ep.traj.num_turns += 1
-            parsed = self.prompt.parse_action(content)
-            if parsed.action is None:
-                ep.parse_errors += 1
-                ep.traj.turn_rewards.append(0.0)
-                self._after_turn(ep, str(parsed.error))
-            else:
-                stepping.append((ep, parsed.action))
-        t0 = time.perf_counter()
-        outcomes = await asyncio.gather(*(self._step(ep, action) for ep, action in stepping))
-        self.stats.env_seconds += time.perf_counter() - t0
-        for (ep, _), outcome in zip(stepping, outcomes, strict=True):
-            if isinstance(outcome, str):
-                ep.traj.turn_rewards.append(0.0)
-                ep.fail(outcome)
-                continue
-            traj = ep.traj
-            traj.turn_rewards.append(float(outcome.reward))
-            traj.reward += float(outcome.reward)
-            traj.success = bool(outcome.info.get("success", traj.success))
-            traj.score = float(outcome.info.get("score", traj.score))
-            if outcome.terminated:
-                ep.observation = outcome.observation
-                ep.finish("terminated", terminated=True, truncated=outcome.truncated)
-            elif outcome.truncated and ep.traj.num_turns < self._cap(ep):
-                ep.observation = outcome.observation
-                ep.finish("env_truncated", truncated=True)
-            else:  # the turn cap is counted here only: on its turn it is the stop reason
-                self._after_turn(ep, outcome.observation)
+        traj.turn_rewards.append(float(outcome.reward))
+        traj.reward += float(outcome.reward)
+        traj.success = bool(outcome.info.get("success", traj.success))
+        traj.score = float(outcome.info.get("score", traj.score))
+        if outcome.terminated:
+            ep.observation = outcome.observation
+            ep.finish("terminated", terminated=True, truncated=outcome.truncated)
+        elif outcome.truncated and traj.num_turns < self._cap(ep):
+            ep.observation = outcome.observation
+            ep.finish("env_truncated", truncated=True)
+        else:  # the turn cap is counted here only: on its turn it is the stop reason
+            self._after_turn(ep, outcome.observation)
 
     async def _step(self, ep: Episode, action: str) -> StepResult | str:
         assert ep.env is not None

@@ -52,8 +52,9 @@ class RolloutProgress:
         self._task = self._progress.add_task(self.description, total=self.total, info="starting")
         return self
 
-    def update(self, *, done: int, live: int, rounds: int, tokens_per_s: float) -> None:
-        info = f"live {live} | round {rounds} | {tokens_per_s:.1f} tok/s"
+    def update(self, *, done: int, live: int, rounds: int, tokens_per_s: float, unit: str = "round") -> None:
+        """`rounds`: the lock-step engine's rounds, or what `unit` names (the async engine: turns)."""
+        info = f"live {live} | {unit} {rounds} | {tokens_per_s:.1f} tok/s"
         if self._progress is not None:
             self._progress.update(self._task, completed=done, info=info)
         elif self._plain and (time.monotonic() - self._last >= self.interval or done == self.total):

@@ -1,4 +1,5 @@
-"""The trainer's rollout phase on `horizonrl.rollout.engine.RolloutEngine` with the `hf` backend.
+"""The trainer's rollout phase on the engine `rollout.engine` names (lock-step or async, see
+`horizonrl.rollout.engines`) with the `hf` backend.
 
 The backend samples from the learner's own `nn.Module` (no weight copy), or with
 `rollout.dtype: bfloat16` from a bf16 copy whose parameters are refreshed from the learner's
@@ -25,7 +26,8 @@ import torch
 from horizonrl.config import Config
 from horizonrl.envs.core import parse_item_id
 from horizonrl.rollout.backends.hf import HFBackend
-from horizonrl.rollout.engine import EngineConfig, RolloutEngine
+from horizonrl.rollout.engine import EngineConfig
+from horizonrl.rollout.engines import make_engine
 from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
 from horizonrl.rollout.trajectory import Trajectory
 from horizonrl.trainer.episodes import Episode
@@ -90,7 +92,7 @@ class EngineRollout:
                 raise ValueError("every item group of one family must have the same number of samples")
             cap = max(g[0].max_turns for g in fam_groups)
             engine_cfg = engine_config(self.cfg, greedy=greedy, max_turns=cap)
-            engine = RolloutEngine(self.backend, self._pool(family), engine_cfg)
+            engine = make_engine(self.cfg.rollout.engine, self.backend, self._pool(family), engine_cfg)
             trajectories = engine.run(
                 [g[0].item_id for g in fam_groups],
                 n=n,

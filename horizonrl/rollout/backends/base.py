@@ -16,14 +16,27 @@ needs as `old_logprobs`. The logprobs under the actual sampling distribution
                                 SamplingParams(max_tokens=64, temperature=0.0))
     result.token_ids, result.logprobs, result.finish_reason      # "stop" or "length"
     backend.release("ep0")                                       # drop that episode's KV cache
+
+    result = await backend.agenerate(request, params)            # one request, from a coroutine
+
+`agenerate` is how the asynchronous engine asks: one request per call, from many episodes
+at once. The default implementation coalesces the calls of one event loop into `generate`
+batches run in a worker thread, with no round barrier: the first call starts a batch at
+once, calls made while it runs wait, and when it returns every waiting request with the
+same `SamplingParams` forms the next batch (continuous micro-batching for `hf`). One
+`generate` runs at a time per backend (a lock), so the backend's own state (the `hf` KV
+caches kept per `cache_key`) is never touched by two batches at once. A backend with its own
+continuous batching (vLLM's async engine) overrides `agenerate` to stream each request in.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -139,12 +152,23 @@ class PolicyBackend(ABC):
 
     def __init__(self) -> None:
         self.stats = BackendStats()
+        self._generate_lock = threading.Lock()
+        self._coalescer: _Coalescer | None = None
 
     @abstractmethod
     def generate(
         self, requests: Sequence[GenerationRequest], params: SamplingParams
     ) -> list[GenerationResult]:
         """One continuation per request, in order, generated as one batch where possible."""
+
+    async def agenerate(self, request: GenerationRequest, params: SamplingParams) -> GenerationResult:
+        """One continuation, awaited; concurrent calls are coalesced into `generate` batches (see the
+        module docstring). With `params.seed` set, batch k is sampled with seed `params.seed + k`
+        (a fixed seed per call would sample every batch's rows from the same random stream)."""
+        loop = asyncio.get_running_loop()
+        if self._coalescer is None or self._coalescer.loop is not loop:
+            self._coalescer = _Coalescer(self, loop)
+        return await self._coalescer.submit(request, params)
 
     def compute_logprobs(
         self, sequences: Sequence[Sequence[int]], *, batch_size: int = 8
@@ -160,6 +184,56 @@ class PolicyBackend(ABC):
 
     def close(self) -> None:  # noqa: B027
         """Free connections and memory."""
+
+
+class _Coalescer:
+    """The waiting `agenerate` calls of one event loop and the task that batches them."""
+
+    def __init__(self, backend: PolicyBackend, loop: asyncio.AbstractEventLoop) -> None:
+        self.backend = backend
+        self.loop = loop
+        self.waiting: list[tuple[GenerationRequest, SamplingParams, asyncio.Future[GenerationResult]]] = []
+        self.worker: asyncio.Task[None] | None = None
+        self.batches = 0
+        self.batch_sizes: list[int] = []
+        """Rows of each `generate` call made so far (tests and benchmarks read it)."""
+
+    async def submit(self, request: GenerationRequest, params: SamplingParams) -> GenerationResult:
+        future: asyncio.Future[GenerationResult] = self.loop.create_future()
+        self.waiting.append((request, params, future))
+        if self.worker is None or self.worker.done():
+            self.worker = self.loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self.waiting:
+            params = self.waiting[0][1]
+            batch = [w for w in self.waiting if w[1] == params and not w[2].done()]  # done: caller cancelled
+            self.waiting = [w for w in self.waiting if w[1] != params]
+            if not batch:
+                continue
+            call = (
+                params if params.seed is None else replace(params, seed=(params.seed + self.batches) % 2**31)
+            )
+            self.batches += 1
+            self.batch_sizes.append(len(batch))
+            try:
+                results = await asyncio.to_thread(self._generate, [r for r, _, _ in batch], call)
+            except Exception as exc:  # noqa: BLE001 (every caller of the batch gets the error)
+                for _, _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, _, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+            # let the callers just answered run up to their next await: one whose turn needs no
+            # env step (an unparsable action) asks again at once and joins the next batch
+            await asyncio.sleep(0)
+
+    def _generate(self, requests: list[GenerationRequest], params: SamplingParams) -> list[GenerationResult]:
+        with self.backend._generate_lock:
+            return self.backend.generate(requests, params)
 
 
 BACKENDS: dict[str, str] = {
