@@ -105,6 +105,54 @@ class DataConfig:
         _check(self.max_items is None or self.max_items >= 1, "data.max_items must be >= 1 when set")
 
 
+VLLM_WEIGHT_SYNC = ("file",)
+
+
+@dataclass(frozen=True)
+class VLLMConfig:
+    """The `vllm` backend (`rollout.backend: vllm`): a vLLM engine in a worker process of its own
+    virtualenv, its weights pushed from the learner before every rollout (docs/rollout.md)."""
+
+    python: str = ""
+    """Python of the environment vLLM is installed in; empty: `.venv-vllm/bin/python` at the
+    repository root (`scripts/install.sh` makes it), else this python when it can import vllm."""
+    max_model_len: int | None = None
+    """Longest context + turn in tokens (None: the model's own limit); KV memory is sized by it."""
+    gpu_memory_utilization: float = 0.5
+    """Share of each GPU vLLM may take (weights + KV cache); the rest is the colocated learner's."""
+    tensor_parallel_size: int = 1
+    """GPUs one engine shards the model over."""
+    kv_cache_gb: float = 1.0
+    """CPU only: KV cache size in GiB (`VLLM_CPU_KVCACHE_SPACE`)."""
+    enforce_eager: bool = True
+    """No CUDA graphs / torch.compile: faster start-up; set false on GPUs for faster decoding."""
+    weight_sync: str = "file"
+    """How the learner's weights reach the engine after each update: `file` writes safetensors
+    (under /dev/shm: shared memory) that the engine loads in place (CPU and GPU)."""
+    sleep_during_update: bool = False
+    """Colocated GPUs: put the engine to sleep (KV cache freed, weights offloaded) while the
+    learner updates, wake it before the next rollout (a no-op on CPU)."""
+    check_tolerance: float = 1e-4
+    """After each sync the engine's and the learner's logprobs of a fixed sequence must agree to
+    this (max abs difference, fp32 on both sides; bf16 engines need ~0.1); 0 turns the check off."""
+    start_timeout_s: float = 900.0
+    """Seconds the engine may take to start (model load, KV cache, warm-up)."""
+
+    def __post_init__(self) -> None:
+        _one_of("rollout.vllm.weight_sync", self.weight_sync, VLLM_WEIGHT_SYNC)
+        _check(
+            0 < self.gpu_memory_utilization <= 1,
+            f"rollout.vllm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
+        )
+        _check(self.tensor_parallel_size >= 1, "rollout.vllm.tensor_parallel_size must be >= 1")
+        _check(self.kv_cache_gb > 0, f"rollout.vllm.kv_cache_gb must be > 0, got {self.kv_cache_gb}")
+        _check(self.check_tolerance >= 0, "rollout.vllm.check_tolerance must be >= 0")
+        _check(
+            self.max_model_len is None or self.max_model_len >= 16,
+            "rollout.vllm.max_model_len must be >= 16 when set",
+        )
+
+
 @dataclass(frozen=True)
 class RolloutConfig(RolloutSettings):
     """Training rollouts: `RolloutSettings` (max_tokens, max_response_length, temperature, top_p,
@@ -112,14 +160,15 @@ class RolloutConfig(RolloutSettings):
 
     key_prefix: ClassVar[str] = "rollout."
     backend: str = "hf"
-    """Policy backend for generation (`hf`; `vllm` on GPU machines)."""
+    """Policy backend for generation: `hf` (transformers, default) or `vllm` (see `vllm`)."""
     n: int = 4
     """Samples per item (group size for GRPO / RLOO); samples of an item share a seed base."""
     dtype: str = "float32"
     """Weights the hf backend samples with: `float32` samples from the learner's own module;
     `bfloat16` from a bf16 copy refreshed from the learner's fp32 weights before every rollout
     (~1.7x the tokens/s on CPUs with bf16 units; the update's old logprobs are recomputed by the
-    learner either way)."""
+    learner either way). The vllm backend's engine runs in this dtype too."""
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
     engine: str = "lockstep"
     """`lockstep` (rounds of one batched generation, then the round's env steps) or `async` (each
     episode advances as soon as its own env step returns); the trainer's evals use it too."""
@@ -127,6 +176,7 @@ class RolloutConfig(RolloutSettings):
     def __post_init__(self) -> None:
         _settings_checked(super().__post_init__)
         _one_of("rollout.dtype", self.dtype, ("float32", "bfloat16"))
+        _one_of("rollout.backend", self.backend, ("hf", "vllm"))
         _one_of("rollout.engine", self.engine, tuple(ENGINES))
         _check(self.n >= 1, f"rollout.n must be >= 1, got {self.n}")
 

@@ -1,4 +1,5 @@
-"""Policy backends: `hf` (transformers, default), `openai` (any OpenAI-compatible endpoint).
+"""Policy backends: `hf` (transformers, default), `vllm` (vLLM in a worker process of its own
+virtualenv), `openai` (any OpenAI-compatible endpoint).
 
 `make_backend(name, **kwargs)` builds one by name; see `base.py` for the interface.
 """

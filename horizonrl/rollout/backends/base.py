@@ -1,6 +1,6 @@
 """The policy backend interface: generate continuations with logprobs, score given tokens.
 
-A backend is either *token-level* (`hf`, later `vllm`): it takes the conversation as the
+A backend is either *token-level* (`hf`, `vllm`): it takes the conversation as the
 exact token ids the trajectory holds and returns the ids it sampled with their logprobs,
 so nothing is ever decoded and re-encoded; or *message-level* (`openai`): it takes
 role/content messages and returns text (API models; the trajectory then has messages but
@@ -239,11 +239,12 @@ class _Coalescer:
 BACKENDS: dict[str, str] = {
     "hf": "horizonrl.rollout.backends.hf:HFBackend",
     "openai": "horizonrl.rollout.backends.openai:OpenAIBackend",
+    "vllm": "horizonrl.rollout.backends.vllm:VLLMBackend",
 }
 
 
 def make_backend(name: str, **kwargs: Any) -> PolicyBackend:
-    """Build a registered backend by name (`hf`, `openai`) with its keyword arguments."""
+    """Build a registered backend by name (`hf`, `openai`, `vllm`) with its keyword arguments."""
     if name not in BACKENDS:
         raise KeyError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
     module, _, cls_name = BACKENDS[name].partition(":")
