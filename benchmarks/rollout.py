@@ -1,6 +1,9 @@
-"""Rollout overhead and KV-cache reuse of the hf backend over TextCraft.
+"""Rollout overhead and KV-cache reuse of the hf backend over TextCraft; the rollout engines
+compared over a slow env.
 
     python benchmarks/rollout.py --models tiny,default --batches 8,32 --turns 3 --max-tokens 32
+    python benchmarks/rollout.py --compare-engines --models tiny,default --batches 16 --turns 4 \
+        --max-tokens 16 --step-ms 100 --jitter 3
 
 For each model and batch size B it runs, in one process:
 
@@ -17,14 +20,25 @@ Figures: generated tokens/s of each; `rollout / plain` (aim >= 0.85: the engine,
 and token bookkeeping cost little); prefill tokens computed vs the minimum (every context
 token once: the prompt, then per turn only the tokens after the previous turn's fed
 context; aim <= 1.3 with reuse).
+
+`--compare-engines` instead plays B TextCraft items with each of `--engines` (default: hf
+lock-step, hf async, vllm async), greedy, `--turns` turns each, every turn's whole reply being
+the action (so every turn steps the env; the models here rarely write an `Action:` line), in
+envs whose steps first sleep `--step-ms` times a factor drawn log-uniformly from
+[1/jitter, jitter] per (item, turn), the same for every engine. Figures: rollout wall time,
+generated tokens/s, the speed-up over hf lock-step, and whether the trajectories' token ids
+equal hf lock-step's (greedy: they should). vllm runs where V1's backend starts (not on the
+`tiny` model, which exists only in memory); otherwise its row says why it was skipped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import random
 import sys
 import time
 from pathlib import Path
@@ -32,11 +46,15 @@ from typing import Any
 
 import torch
 
+from horizonrl.agent.parsing import ParsedAction
+from horizonrl.agent.prompts import FamilyPrompt, get_prompt
+from horizonrl.envs.core import StepResult
 from horizonrl.envs.registry import get_family
 from horizonrl.models import load_model
-from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams
+from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams, make_backend
 from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
+from horizonrl.rollout.engines import make_engine
 from horizonrl.rollout.envpool import LocalEnvPool
 from horizonrl.rollout.trajectory import Trajectory
 
@@ -125,6 +143,134 @@ def run_plain(model: Any, tok: Any, calls: list[tuple[list[int], list[int]]], se
     }
 
 
+class WholeReplyPrompt(FamilyPrompt):
+    """A family's prompt whose parser takes the whole reply as the action: every turn steps the env."""
+
+    def parse_action(self, text: str) -> ParsedAction:
+        return ParsedAction(text.strip() or "inventory")
+
+
+class SlowEnv:
+    """A real TextCraft env whose steps first sleep `step_ms` x a log-uniform factor in
+    [1/jitter, jitter], drawn from (item, turn) so that every engine sees the same latencies."""
+
+    def __init__(self, step_ms: float, jitter: float) -> None:
+        self.env = get_family("textcraft").make_env()
+        self.step_s, self.log_jitter = step_ms / 1000, math.log(jitter)
+        self.item, self.turn = "", 0
+
+    def reset(self, item_id: str, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        self.item, self.turn = item_id, 0
+        return self.env.reset(item_id, seed=seed)
+
+    def step(self, action: str) -> StepResult:
+        self.turn += 1
+        rng = random.Random(f"{self.item}:{self.turn}")
+        time.sleep(self.step_s * math.exp(rng.uniform(-self.log_jitter, self.log_jitter)))
+        return self.env.step(action)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def run_engine(backend: Any, engine: str, items: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    cfg = EngineConfig(
+        max_turns=args.turns,
+        max_tokens=args.max_tokens,
+        temperature=0.0,
+        batch_size=len(items),
+        max_response_length=8192,
+        progress=False,
+    )
+    base = get_prompt("textcraft")
+    prompt = WholeReplyPrompt(family="textcraft", instruction=base.instruction, system=base.system)
+    pool = LocalEnvPool("textcraft", make_env=lambda: SlowEnv(args.step_ms, args.jitter))
+    rollout = make_engine(engine, backend, pool, cfg, prompt=prompt)
+    start = time.perf_counter()
+    trajs = rollout.run(items, seed=args.seed)
+    wall = time.perf_counter() - start
+    sampled = sum(sum(t.loss_mask) for t in trajs)
+    return {
+        "wall_s": wall,
+        "sampled": sampled,
+        "tok_s": sampled / wall,
+        "turns": sum(t.num_turns for t in trajs),
+        "env_steps": sum(t.num_turns - t.meta["parse_errors"] for t in trajs),
+        "generate_calls": backend.stats.calls,
+        "failed": sum(t.failed for t in trajs),
+        "token_ids": [t.token_ids for t in trajs],
+    }
+
+
+def compare_engines(args: argparse.Namespace) -> int:
+    items_all = get_family("textcraft").split("test")
+    rows: list[dict[str, Any]] = []
+    load = [os.getloadavg()[0]]
+    for name in args.models.split(","):
+        model, tok = load_model(name, dtype=args.dtype)
+        for batch in (int(b) for b in args.batches.split(",")):
+            items = items_all[:batch]
+            reference: dict[str, Any] | None = None
+            for spec in args.engines.split(","):
+                backend_name, _, engine = spec.partition(":")
+                row: dict[str, Any] = {"model": name, "batch": batch, "backend": backend_name}
+                row["engine"] = engine
+                try:
+                    backend = (
+                        HFBackend(model, tok)
+                        if backend_name == "hf"
+                        else make_backend(backend_name, model=name, dtype=args.dtype)
+                    )
+                except Exception as exc:  # noqa: BLE001 (a backend that cannot start here is reported)
+                    row["note"] = f"skipped: {type(exc).__name__}: {str(exc)[:160]}"
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+                    continue
+                try:
+                    best = None
+                    for _ in range(args.repeats):
+                        backend.stats = type(backend.stats)()
+                        r = run_engine(backend, engine, items, args)
+                        best = r if best is None or r["wall_s"] < best["wall_s"] else best
+                finally:
+                    backend.close()
+                assert best is not None
+                ids = best.pop("token_ids")
+                if reference is None:
+                    reference = {"wall_s": best["wall_s"], "token_ids": ids}
+                row |= best
+                row["speedup"] = reference["wall_s"] / best["wall_s"]
+                row["same_tokens"] = ids == reference["token_ids"]
+                rows.append(row)
+                load.append(os.getloadavg()[0])
+                print(json.dumps(row, default=float), flush=True)
+    print()
+    cpu = platform.processor() or platform.machine()
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, {cpu}, "
+        f"repeats {args.repeats} (best), env step {args.step_ms:g} ms x [1/{args.jitter:g}, {args.jitter:g}],"
+        " "
+        f"load average {min(load):.1f}-{max(load):.1f}"
+    )
+    print(
+        "| model | episodes | backend | engine | rollout wall s | generated tok/s | vs first row "
+        "| same token ids | note |"
+    )
+    print("|---|---:|---|---|---:|---:|---:|---|---|")
+    for r in rows:
+        if "wall_s" not in r:
+            print(f"| {r['model']} | {r['batch']} | {r['backend']} | {r['engine']} | | | | | {r['note']} |")
+            continue
+        print(
+            f"| {r['model']} | {r['batch']} | {r['backend']} | {r['engine']} | {r['wall_s']:.1f} | "
+            f"{r['tok_s']:.1f} | {r['speedup']:.2f}x | {r['same_tokens']} | |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
+    print(" ".join(["python", *sys.argv]))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -138,8 +284,14 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs of each kind; the best is kept")
     parser.add_argument("--no-reuse-run", action="store_true", help="skip the reuse_cache=False rollout")
     parser.add_argument("--json", default=None, help="also write the rows as JSON here")
+    parser.add_argument("--compare-engines", action="store_true", help="the engine comparison (see above)")
+    parser.add_argument("--engines", default="hf:lockstep,hf:async,vllm:async", help="backend:engine, ...")
+    parser.add_argument("--step-ms", type=float, default=100.0, help="env step latency (median), ms")
+    parser.add_argument("--jitter", type=float, default=3.0, help="latency factor range [1/j, j]")
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if args.compare_engines:
+        return compare_engines(args)
     items_all = get_family("textcraft").split("test")
     rows = []
     for name in args.models.split(","):
