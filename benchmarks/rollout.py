@@ -27,7 +27,9 @@ the action (so every turn steps the env; the models here rarely write an `Action
 envs whose steps first sleep `--step-ms` times a factor drawn log-uniformly from
 [1/jitter, jitter] per (item, turn), the same for every engine. Figures: rollout wall time,
 generated tokens/s, the speed-up over hf lock-step, and whether the trajectories' token ids
-equal hf lock-step's (greedy: they should). vllm runs where V1's backend starts (not on the
+equal hf lock-step's (greedy: they should). With `--repeats`, the runs alternate between the
+engines and each engine's fastest is kept; a backend starts once per model (vllm's start-up is
+not in its wall time). vllm runs where V1's backend starts (not on the
 `tiny` model, which exists only in memory); otherwise its row says why it was skipped.
 """
 
@@ -202,54 +204,68 @@ def run_engine(backend: Any, engine: str, items: list[str], args: argparse.Names
     }
 
 
+def _compare_batch(
+    model: str, backends: dict[str, Any], items: list[str], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """One row per engine; the runs alternate between engines, each engine's fastest kept."""
+    specs = args.engines.split(",")
+    best: dict[str, dict[str, Any]] = {}
+    for _ in range(args.repeats):  # alternated, so load from other processes hits every engine alike
+        for spec in specs:
+            backend = backends[spec.partition(":")[0]]
+            if isinstance(backend, str):
+                continue
+            backend.stats = type(backend.stats)()
+            r = run_engine(backend, spec.partition(":")[2], items, args)
+            if spec not in best or r["wall_s"] < best[spec]["wall_s"]:
+                best[spec] = r
+    rows: list[dict[str, Any]] = []
+    reference = best.get(specs[0])
+    for spec in specs:
+        backend_name, _, engine = spec.partition(":")
+        row: dict[str, Any] = {"model": model, "batch": len(items), "backend": backend_name, "engine": engine}
+        if spec not in best:
+            row["note"] = backends[backend_name]
+        else:
+            row |= best[spec]
+            ids = row.pop("token_ids")
+            if reference is not None:
+                row["speedup"] = reference["wall_s"] / row["wall_s"]
+                row["same_tokens"] = ids == reference["token_ids"]
+        rows.append(row)
+        print(json.dumps(row, default=float), flush=True)
+    return rows
+
+
 def compare_engines(args: argparse.Namespace) -> int:
     items_all = get_family("textcraft").split("test")
     rows: list[dict[str, Any]] = []
     load = [os.getloadavg()[0]]
     for name in args.models.split(","):
         model, tok = load_model(name, dtype=args.dtype)
-        for batch in (int(b) for b in args.batches.split(",")):
-            items = items_all[:batch]
-            reference: dict[str, Any] | None = None
-            for spec in args.engines.split(","):
-                backend_name, _, engine = spec.partition(":")
-                row: dict[str, Any] = {"model": name, "batch": batch, "backend": backend_name}
-                row["engine"] = engine
-                try:
-                    backend = (
-                        HFBackend(model, tok)
-                        if backend_name == "hf"
-                        else make_backend(backend_name, model=name, dtype=args.dtype)
-                    )
-                except Exception as exc:  # noqa: BLE001 (a backend that cannot start here is reported)
-                    row["note"] = f"skipped: {type(exc).__name__}: {str(exc)[:160]}"
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-                    continue
-                try:
-                    best = None
-                    for _ in range(args.repeats):
-                        backend.stats = type(backend.stats)()
-                        r = run_engine(backend, engine, items, args)
-                        best = r if best is None or r["wall_s"] < best["wall_s"] else best
-                finally:
-                    backend.close()
-                assert best is not None
-                ids = best.pop("token_ids")
-                if reference is None:
-                    reference = {"wall_s": best["wall_s"], "token_ids": ids}
-                row |= best
-                row["speedup"] = reference["wall_s"] / best["wall_s"]
-                row["same_tokens"] = ids == reference["token_ids"]
-                rows.append(row)
+        backends: dict[str, Any] = {}
+        for backend_name in dict.fromkeys(spec.partition(":")[0] for spec in args.engines.split(",")):
+            try:  # one backend each, kept for every run (vllm starts once)
+                backends[backend_name] = (
+                    HFBackend(model, tok)
+                    if backend_name == "hf"
+                    else make_backend(backend_name, model=name, dtype=args.dtype)
+                )
+            except Exception as exc:  # noqa: BLE001 (a backend that cannot start here is reported)
+                backends[backend_name] = f"skipped: {type(exc).__name__}: {str(exc)[:160]}"
+        try:
+            for batch in (int(b) for b in args.batches.split(",")):
+                rows += _compare_batch(name, backends, items_all[:batch], args)
                 load.append(os.getloadavg()[0])
-                print(json.dumps(row, default=float), flush=True)
+        finally:
+            for backend in backends.values():
+                if not isinstance(backend, str):
+                    backend.close()
     print()
-    cpu = platform.processor() or platform.machine()
+    cpu, j = platform.processor() or platform.machine(), args.jitter
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, {cpu}, "
-        f"repeats {args.repeats} (best), env step {args.step_ms:g} ms x [1/{args.jitter:g}, {args.jitter:g}],"
-        " "
+        f"repeats {args.repeats} (best), env step {args.step_ms:g} ms x [1/{j:g}, {j:g}], "
         f"load average {min(load):.1f}-{max(load):.1f}"
     )
     print(
@@ -258,12 +274,13 @@ def compare_engines(args: argparse.Namespace) -> int:
     )
     print("|---|---:|---|---|---:|---:|---:|---|---|")
     for r in rows:
+        head = f"| {r['model']} | {r['batch']} | {r['backend']} | {r['engine']} |"
         if "wall_s" not in r:
-            print(f"| {r['model']} | {r['batch']} | {r['backend']} | {r['engine']} | | | | | {r['note']} |")
+            print(f"{head} | | | | {r['note']} |")
             continue
         print(
-            f"| {r['model']} | {r['batch']} | {r['backend']} | {r['engine']} | {r['wall_s']:.1f} | "
-            f"{r['tok_s']:.1f} | {r['speedup']:.2f}x | {r['same_tokens']} | |"
+            f"{head} {r['wall_s']:.1f} | {r['tok_s']:.1f} | {r.get('speedup', float('nan')):.2f}x | "
+            f"{r.get('same_tokens', '')} | |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
