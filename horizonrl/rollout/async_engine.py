@@ -45,6 +45,8 @@ class AsyncRolloutEngine(RolloutEngine):
     async def _play(
         self, episodes: list[Episode], progress: RolloutProgress, on_round: RoundHook | None, start: float
     ) -> None:
+        if not episodes:
+            return
         waiting = deque(episodes)
         seed = None if self.config.temperature == 0 else hash((episodes[0].traj.seed, "async")) % 2**31
         params = replace(self.sampling, seed=seed)

@@ -1,4 +1,4 @@
-"""The rollout engine: many episodes at once, one batched generation per round, token-exact.
+"""The lock-step rollout engine: many episodes at once, one batched generation per round, token-exact.
 
     backend = make_backend("hf", model="default")
     engine = RolloutEngine(backend, LocalEnvPool("textcraft"), EngineConfig(max_turns=30))
@@ -31,6 +31,11 @@ on the cap's turn the stop reason is "max_turns", whatever the env says.
 `stop_reason` in `Trajectory.meta`: "terminated" (the env ended the task), "env_truncated"
 (the env's own limit, e.g. BabyAI's step budget), "max_turns", "max_response_length", or
 "failed".
+
+One turn of one episode is `_request` (budget check, the request), the backend, `_take_result`
+(the sampled turn, the parse) and, given an action, `_step` and `_take_outcome`; everything
+but the scheduling (`_play`) is shared with `horizonrl.rollout.async_engine`, which plays each
+episode as its own task instead of in rounds.
 """
 
 from __future__ import annotations
@@ -149,32 +154,11 @@ class RolloutEngine:
         self.stats = EngineStats()
         self._on_finish: Callable[[Trajectory], None] | None = None
 
-    def run(
-        self,
-        item_ids: Sequence[str],
-        *,
-        n: int = 1,
-        seed: int | Sequence[int] = 0,
-        max_turns: int | Sequence[int] | None = None,
-        group_offset: int = 0,
-        on_round: RoundHook | None = None,
-        on_finish: Callable[[Trajectory], None] | None = None,
-    ) -> list[Trajectory]:
-        """Play every item `n` times; returns trajectories in (item, sample) order.
-
-        `on_round(round, live_episodes)` runs after each round; `on_finish(trajectory)` as each
-        episode ends (e.g. to stream results to disk during a long eval)."""
-        return asyncio.run(
-            self.arun(
-                item_ids,
-                n=n,
-                seed=seed,
-                max_turns=max_turns,
-                group_offset=group_offset,
-                on_round=on_round,
-                on_finish=on_finish,
-            )
-        )
+    def run(self, item_ids: Sequence[str], **kwargs: Any) -> list[Trajectory]:
+        """Play every item `n` times; returns trajectories in (item, sample) order (`arun`'s
+        keywords). `on_round(round, live_episodes)` runs after each round; `on_finish(trajectory)`
+        as each episode ends (e.g. to stream results to disk during a long eval)."""
+        return asyncio.run(self.arun(item_ids, **kwargs))
 
     async def arun(
         self,

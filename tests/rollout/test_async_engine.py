@@ -174,6 +174,7 @@ def test_budgets_caps_groups_and_batch_size_hold(tok):
     ]
     assert all(t.meta["stop_reason"] == "max_turns" for t in trajs)
     assert most[0] <= 2 and engine.stats.rounds == 0 and engine.stats.turns == 12
+    assert _async(backend, temperature=1.0).run([]) == []
 
 
 def test_a_backend_error_ends_the_rollout_as_in_lockstep(tok):
