@@ -1,10 +1,13 @@
 """The trainer's rollout phase on the engine `rollout.engine` names (lock-step or async, see
 `horizonrl.rollout.engines`) with the `hf` backend.
 
-The backend samples from the learner's own `nn.Module` (no weight copy), or with
-`rollout.dtype: bfloat16` from a bf16 copy whose parameters are refreshed from the learner's
-before every call (buffers such as RoPE frequencies stay fp32). Either way each step's rollout
-uses the weights of the last update; kept KV caches are dropped at the end of every run.
+The backend is `rollout.backend`'s sampler (`horizonrl.trainer.weight_sync`): `hf` samples from
+the learner's own `nn.Module` (no weight copy), or with `rollout.dtype: bfloat16` from a bf16 copy
+whose parameters are refreshed from the learner's (buffers such as RoPE frequencies stay fp32);
+`vllm` from an engine whose weights are pushed from the learner and checked. `sync_weights()`
+does that (the trainer calls it once per step, timed as `time/weight_sync`); a call finds the
+weights synced since the last training rollout, or syncs them first. Either way each step's
+rollout uses the weights of the last update; kept KV caches are dropped at the end of every run.
 Items of several families in one batch are played family by family (one engine per family;
 they share the backend). Families with a URL in `env_urls` are played through their
 env server, the others in-process.
@@ -17,20 +20,17 @@ defaults `horizonrl eval` has) for the in-run eval.
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
 from typing import Any
 
-import torch
-
 from horizonrl.config import Config
 from horizonrl.envs.core import parse_item_id
-from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig
 from horizonrl.rollout.engines import make_engine
 from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
 from horizonrl.rollout.trajectory import Trajectory
 from horizonrl.trainer.episodes import Episode
+from horizonrl.trainer.weight_sync import make_sampler
 
 
 def engine_config(cfg: Config, *, greedy: bool, max_turns: int) -> EngineConfig:
@@ -48,28 +48,22 @@ def engine_config(cfg: Config, *, greedy: bool, max_turns: int) -> EngineConfig:
 
 class EngineRollout:
     def __init__(self, cfg: Config, model: Any, tokenizer: Any, env_urls: dict[str, str]) -> None:
-        if cfg.rollout.backend != "hf":
-            raise SystemExit(
-                f"rollout.backend={cfg.rollout.backend!r}: only 'hf' is available to the trainer yet"
-            )
         self.cfg = cfg
         self.env_urls = env_urls
-        self.source = model
-        self.sampler_model = model
-        dtype = getattr(torch, cfg.rollout.dtype)
-        if next(model.parameters()).dtype != dtype:
-            self.sampler_model = copy.deepcopy(model).eval().requires_grad_(False)
-            for p in self.sampler_model.parameters():
-                p.data = p.data.to(dtype)
-        self.backend = HFBackend(model=self.sampler_model, tokenizer=tokenizer)
+        self.sampler = make_sampler(cfg, model, tokenizer)
+        self.backend = self.sampler.backend
+        self.synced = False
+        """The backend has the learner's weights of now (set by `sync_weights`, cleared by a
+        training rollout, after which the learner updates)."""
 
-    @torch.no_grad()
-    def sync_weights(self) -> None:
-        """Copy the learner's current parameters into the sampling copy (no-op when shared)."""
-        if self.sampler_model is self.source:
-            return
-        for dst, src in zip(self.sampler_model.parameters(), self.source.parameters(), strict=True):
-            dst.copy_(src)
+    def sync_weights(self) -> dict[str, float]:
+        """Make the backend sample from the learner's current weights; metrics to log."""
+        stats = self.sampler.sync()
+        self.synced = True
+        return stats
+
+    def close(self) -> None:
+        self.sampler.close()
 
     def _pool(self, family: str) -> EnvPool:
         if family in self.env_urls:
@@ -77,7 +71,8 @@ class EngineRollout:
         return LocalEnvPool(family, env_kwargs=dict(self.cfg.env.kwargs.get(family) or {}))
 
     def __call__(self, episodes: list[Episode], *, step: int, greedy: bool = False) -> list[Trajectory]:
-        self.sync_weights()
+        if not self.synced:
+            self.sync_weights()
         # groups in plan order: (item, cap, episodes of the group)
         groups: dict[int, list[Episode]] = defaultdict(list)
         for ep in episodes:
@@ -105,4 +100,7 @@ class EngineRollout:
                 traj.meta["step"] = step
                 results[(ep.group_id, ep.sample_index)] = traj
         self.backend.clear()
+        if not greedy:  # a training rollout: the update comes next
+            self.synced = False
+            self.sampler.after_rollout()
         return [results[(ep.group_id, ep.sample_index)] for ep in episodes]

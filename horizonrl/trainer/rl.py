@@ -2,6 +2,8 @@
 
 One step, as the named phases of `RLTrainer.fit()`:
 
+0. sync        the rollout backend gets the learner's current weights (vllm: pushed and checked,
+               `horizonrl.trainer.weight_sync`; hf: shared module, or a bf16 copy refreshed)
 1. rollout     take `data.batch_size` items, `rollout.n` samples each, under the schedule's turn
                cap(s); play them in the envs with the current policy -> `Trajectory` objects
 2. score       pad them into tensors; old logprobs (learner), reference logprobs, critic values
@@ -105,6 +107,8 @@ class RLTrainer(TrainingRun):
         while self.step < cfg.trainer.total_steps:
             timer = PhaseTimer()
             with timer("step"):
+                with timer("weight_sync"):
+                    sync_stats = self.sync_rollout()
                 with timer("rollout"):
                     cap = self.schedule.max_turns(self.step)  # before `update` may advance it
                     episodes = self.plan_episodes(self.step)
@@ -119,7 +123,8 @@ class RLTrainer(TrainingRun):
                     if batch is None:
                         self.learner.skip_update()
             self.step += 1
-            stats = {**select_stats, **adv_stats, **update_stats, "update/skipped": float(batch is None)}
+            stats = {**sync_stats, **select_stats, **adv_stats, **update_stats}
+            stats["update/skipped"] = float(batch is None)
             metrics = self.log(episodes, trajectories, batch, stats, timer, cap)
             if metrics["failed/frac"] < 1:  # an env outage says nothing about the policy
                 self.schedule.update(self.step - 1, metrics["success/mean"])  # over played episodes

@@ -159,6 +159,12 @@ class TrainingRun:
             self._rollout = EngineRollout(self.cfg, self.learner.actor, self.learner.tokenizer, self.env_urls)
         return self._rollout
 
+    def sync_rollout(self) -> dict[str, float]:
+        """Give the rollout's backend the learner's current weights (`EngineRollout.sync_weights`);
+        the metrics it measured. A rollout given at construction keeps its own weights."""
+        rollout = self.rollout()
+        return rollout.sync_weights() if isinstance(rollout, EngineRollout) else {}
+
     def evaluate(self, name: str) -> dict[str, float]:
         """Eval of `eval.split` (greedy by default) into `<run>/<name>/` (`evaluate_policy`)."""
         self.say(f"eval {name}: {self.cfg.eval.split} split at temperature {self.cfg.eval.temperature:g}")

@@ -16,8 +16,9 @@ messages). Same interface as `hf`:
   (the trainer's default). Otherwise (top-k/top-p with T = 1 reported) the reported logprobs
   come from a second, teacher-forced pass over context + sampled ids (raw prompt logprobs);
   other combinations raise. `sampling_logprobs` are vLLM's processed logprobs (0.0 greedy);
-- prefix caching is on: a turn whose context extends an earlier one reuses its KV blocks
-  (`stats.reused_tokens` counts them), so `cache_key` / `release` need no bookkeeping here;
+- prefix caching is on: a turn whose context extends an earlier one reuses its full KV blocks
+  (vLLM's `block_size`, 128 tokens on CPU; `stats.reused_tokens` counts them), so `cache_key` / `release`
+  need no bookkeeping here;
 - stops on the tokenizer's and the generation config's EOS ids (the template's end of turn,
   as `hf`) plus `stop_token_ids`; `ignore_eos` keeps going past them;
 - seeds per request: with `SamplingParams.seed = s`, request i of a batch samples with seed
@@ -113,6 +114,7 @@ class VLLMBackend(PolicyBackend):
         max_model_len: int | None = None,
         gpu_memory_utilization: float = 0.5,
         tensor_parallel_size: int = 1,
+        devices: str = "",
         kv_cache_gb: float = 1.0,
         enforce_eager: bool = True,
         seed: int = 0,
@@ -159,6 +161,7 @@ class VLLMBackend(PolicyBackend):
         self._sync_dir: Path | None = None
         self.weight_version = 0
         self.log_path = self._workdir / "worker.log"
+        self.devices = devices
         self.info = self._start(engine, kv_cache_gb, start_timeout_s)
         atexit.register(_close_at_exit, weakref.ref(self))
 
@@ -182,6 +185,8 @@ class VLLMBackend(PolicyBackend):
             engine.setdefault("distributed_executor_backend", "uni")
         if engine.get("enforce_eager"):
             env.setdefault("TORCHDYNAMO_DISABLE", "1")  # else vLLM's logprob ranks compile C++ (~45 s)
+        if self.devices:
+            env["CUDA_VISIBLE_DEVICES"] = self.devices
         env.pop("PYTHONPATH", None)  # the worker needs none of horizonrl's packages, and they would clash
         self._log = open(self.log_path, "wb")  # noqa: SIM115 (lives as long as the worker)
         self.proc = subprocess.Popen(

@@ -67,7 +67,28 @@ def _load_weights(worker: Any, path: str) -> int:
                     yield key, f.get_tensor(key)
 
     worker.reload_weights(weights_iterator=weights(), is_checkpoint_format=True)
+    _refresh_cpu_embeddings(worker.model_runner.model)
     return count
+
+
+def _refresh_cpu_embeddings(model: Any) -> None:
+    """Re-pack the CPU GEMM copy of embedding-shaped weights after a reload.
+
+    On CPU an embedding (and a tied LM head) keeps a packed copy of its weight for the logits
+    GEMM (`cpu_linear`), made once after loading; the checkpoint skips a tied `lm_head`, so the
+    reload never re-packs it and the logits would keep coming from the old embedding.
+    """
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    inner = getattr(model, "model", None)
+    embed = getattr(inner, "embed_tokens", None)
+    head = getattr(model, "lm_head", None)
+    config = getattr(model, "config", None)
+    if embed is not None and head is not None and getattr(config, "tie_word_embeddings", False):
+        head.weight = embed.weight  # a reload may have replaced the parameter the head was tied to
+    for module in model.modules():
+        if isinstance(module, VocabParallelEmbedding) and hasattr(module, "cpu_linear"):
+            module.quant_method.process_weights_after_loading(module)
 
 
 class Worker:

@@ -1,0 +1,180 @@
+"""The rollout's sampler and how the learner's weights reach it after each update.
+
+`make_sampler(cfg, model, tokenizer)` builds the backend of `rollout.backend` around the learner's
+actor; `sampler.sync()` makes the backend sample from the actor's current weights and returns
+what it measured (the trainer logs it with `time/weight_sync`, the phase's wall time):
+
+- `hf`, fp32: the backend samples from the actor's own module; nothing to copy.
+- `hf`, `rollout.dtype: bfloat16`: a bf16 copy; its parameters are copied from the actor.
+- `vllm`: a vLLM engine in its own process (`horizonrl.rollout.backends.vllm`). The actor's
+  weights (LoRA adapters merged) are written as safetensors under /dev/shm and loaded in place
+  by the engine (`rollout.vllm.weight_sync: file`, CPU and GPU), then checked: the engine's
+  teacher-forced logprobs of a fixed chat sequence must equal the actor's (fp32, eval mode) to
+  `rollout.vllm.check_tolerance` (max abs, default 2e-4; measured 2e-5 to 7e-5 for SmolLM2-135M
+  in fp32 on CPU).
+  `weight_sync/max_logprob_diff` is logged every step; a larger difference stops the run
+  (`WeightDesync`), since the rollouts would then come from other weights than the learner
+  trains. Colocated on GPUs, `rollout.vllm.sleep_during_update` frees the engine's memory
+  between its rollout and the next sync (`vllm.sleep` / `wake_up`; no-op on CPU).
+
+The GPU-only transfer paths (not implemented here; the file path is their fallback and works on
+GPUs too): *colocated*, CUDA-IPC handles of the actor's tensors sent over the same channel and
+loaded with `model.load_weights` in the engine's worker (no host copy); *separate GPUs*, an NCCL
+group between the learner's rank 0 and the engine's workers (vLLM's `NCCLWeightTransferEngine`,
+`weight_transfer_config={"backend": "nccl"}`) broadcasting each tensor. Both slot in as further
+`rollout.vllm.weight_sync` values; `benchmarks/gpu_check.sh` is where they get measured.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Protocol
+
+import torch
+
+from horizonrl.config import Config
+from horizonrl.rollout.backends.base import PolicyBackend
+from horizonrl.rollout.backends.hf import HFBackend
+from horizonrl.trainer.workflows import RunAborted
+
+PROBE_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Craft a wooden pickaxe. What do you need first?"},
+    {"role": "assistant", "content": "Thought: I need planks and sticks.\nAction: get 3 oak logs"},
+]
+"""The fixed sequence of the post-sync check (rendered by the tokenizer's chat template)."""
+
+
+class WeightDesync(RunAborted):
+    """After a weight sync, the engine's logprobs differ from the learner's beyond the tolerance."""
+
+
+class Sampler(Protocol):
+    backend: PolicyBackend
+
+    def sync(self) -> dict[str, float]:
+        """Make `backend` sample from the actor's current weights; returns metrics to log."""
+        ...
+
+    def after_rollout(self) -> None:
+        """A training rollout ended; the learner updates next."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class HFSampler:
+    """The `hf` backend over the actor itself (fp32) or over a copy in `rollout.dtype`."""
+
+    def __init__(self, cfg: Config, model: Any, tokenizer: Any) -> None:
+        self.source = model
+        self.sampler_model = model
+        dtype = getattr(torch, cfg.rollout.dtype)
+        if next(model.parameters()).dtype != dtype:
+            self.sampler_model = copy.deepcopy(model).eval().requires_grad_(False)
+            for p in self.sampler_model.parameters():
+                p.data = p.data.to(dtype)
+        self.backend: PolicyBackend = HFBackend(model=self.sampler_model, tokenizer=tokenizer)
+
+    @torch.no_grad()
+    def sync(self) -> dict[str, float]:
+        if self.sampler_model is not self.source:
+            for dst, src in zip(self.sampler_model.parameters(), self.source.parameters(), strict=True):
+                dst.copy_(src)
+        return {}
+
+    def after_rollout(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+def probe_ids(tokenizer: Any) -> list[int]:
+    """Token ids of `PROBE_MESSAGES` as the chat template renders them."""
+    ids = tokenizer.apply_chat_template(PROBE_MESSAGES, tokenize=True, return_dict=False)
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
+
+
+class VLLMSampler:
+    """A vLLM engine whose weights are pushed from the actor and checked (module docstring)."""
+
+    def __init__(self, cfg: Config, model: Any, tokenizer: Any) -> None:
+        from horizonrl.rollout.backends.vllm import VLLMBackend
+
+        v = cfg.rollout.vllm
+        self.cfg = cfg
+        self.source = model
+        self.tolerance = v.check_tolerance
+        self.sleep_during_update = v.sleep_during_update
+        self.backend: VLLMBackend = VLLMBackend(
+            cfg.model.path,
+            tokenizer,
+            python=v.python or None,
+            dtype=cfg.rollout.dtype,
+            max_model_len=v.max_model_len,
+            gpu_memory_utilization=v.gpu_memory_utilization,
+            tensor_parallel_size=v.tensor_parallel_size,
+            devices=v.devices,
+            kv_cache_gb=v.kv_cache_gb,
+            enforce_eager=v.enforce_eager,
+            seed=cfg.trainer.seed,
+            start_timeout_s=v.start_timeout_s,
+        )
+        self.probe = probe_ids(tokenizer)
+        self._reference = HFBackend(model=model, tokenizer=tokenizer)
+        """Scores the probe with the actor itself: fp32, eval mode, no autocast."""
+        self.asleep = False
+
+    def sync(self) -> dict[str, float]:
+        start = time.perf_counter()
+        if self.asleep:
+            self.backend.wake_up()
+            self.asleep = False
+        pushed = self.backend.load_weights(self.source)
+        stats = {
+            "weight_sync/push_s": pushed["seconds"],
+            "weight_sync/version": float(self.backend.weight_version),
+        }
+        if self.tolerance > 0:
+            diff = self.max_logprob_diff()
+            stats["weight_sync/max_logprob_diff"] = diff
+            if diff > self.tolerance:
+                raise WeightDesync(
+                    f"after weight sync v{self.backend.weight_version} the vLLM engine's logprobs of the "
+                    f"probe sequence differ from the learner's by {diff:.3g} (rollout.vllm.check_tolerance="
+                    f"{self.tolerance:g}): the engine is not sampling from the weights being trained. "
+                    "Check rollout.dtype / model.path, or raise the tolerance for a bf16 engine."
+                )
+        stats["weight_sync/seconds"] = time.perf_counter() - start
+        return stats
+
+    def max_logprob_diff(self) -> float:
+        """Max abs difference of the engine's and the actor's teacher-forced probe logprobs."""
+        [engine] = self.backend.compute_logprobs([self.probe])
+        [learner] = self._reference.compute_logprobs([self.probe])
+        return max(abs(a - b) for a, b in zip(engine[1:], learner[1:], strict=True))
+
+    def after_rollout(self) -> None:
+        """Colocated GPUs: free the engine's memory for the update (the next `sync` wakes it)."""
+        if self.sleep_during_update and not self.asleep:
+            self.backend.sleep(level=1)
+            self.asleep = True
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+SAMPLERS: dict[str, type[HFSampler] | type[VLLMSampler]] = {"hf": HFSampler, "vllm": VLLMSampler}
+
+
+def make_sampler(cfg: Config, model: Any, tokenizer: Any) -> HFSampler | VLLMSampler:
+    """The sampler of `cfg.rollout.backend` around the learner's actor `model`."""
+    if cfg.rollout.backend not in SAMPLERS:
+        raise SystemExit(
+            f"rollout.backend={cfg.rollout.backend!r} cannot train; choose one of: {', '.join(SAMPLERS)}"
+        )
+    return SAMPLERS[cfg.rollout.backend](cfg, model, tokenizer)
