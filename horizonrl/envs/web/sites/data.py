@@ -1,7 +1,7 @@
 """The sites' data: one SQLite schema for all five sites, filled from a fixed seed.
 
 `template_path()` builds the template database once into the cache directory
-(`$HORIZONRL_CACHE_DIR/web/<DATA_VERSION>/template.sqlite`, default `~/.cache/horizonrl`) and
+(`$HORIZONRL_CACHE_DIR/web/<DATA_VERSION>-<hash>/template.sqlite`, default `~/.cache/horizonrl`) and
 returns its path; every tenant's database is a copy of that file. Building takes well under a
 second. Everything is drawn from `random.Random(SEED)` in a fixed order, so the same version
 always yields the same rows (task answers are computed from these rows, see `tasks.py`).
@@ -12,6 +12,7 @@ row: customer 1 (shopping), forum user 1, gitlab user 1.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import sqlite3
@@ -584,11 +585,10 @@ def build_database(path: str | Path) -> None:
 
 
 def cache_dir() -> Path:
-    return (
-        Path(os.environ.get("HORIZONRL_CACHE_DIR", Path.home() / ".cache" / "horizonrl"))
-        / "web"
-        / DATA_VERSION
-    )
+    """`<cache>/web/<DATA_VERSION>-<hash of this file>`: an edited generator never reuses an old template."""
+    root = Path(os.environ.get("HORIZONRL_CACHE_DIR", Path.home() / ".cache" / "horizonrl"))
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    return root / "web" / f"{DATA_VERSION}-{digest}"
 
 
 def template_path() -> Path:
