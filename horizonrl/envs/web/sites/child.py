@@ -52,6 +52,7 @@ async def _serve(host: str, ports: dict[str, int], parent: int, token: str, data
     for site in SITE_NAMES:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
         sock.bind((host, ports[site]))
         sock.listen(128)
         sockets[site] = sock

@@ -71,6 +71,12 @@ CREATE TABLE repo_files(id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL, pat
   content TEXT NOT NULL);
 CREATE TABLE places(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, kind TEXT NOT NULL,
   lat REAL NOT NULL, lon REAL NOT NULL, street TEXT NOT NULL, city TEXT NOT NULL);
+CREATE INDEX reviews_product ON reviews(product_id);
+CREATE INDEX orders_customer ON orders(customer_id);
+CREATE INDEX order_items_order ON order_items(order_id);
+CREATE INDEX posts_forum ON posts(forum_id);
+CREATE INDEX comments_post ON comments(post_id);
+CREATE INDEX issues_project ON issues(project_id, iid);
 """
 
 ADJECTIVES = [
