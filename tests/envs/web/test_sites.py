@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -185,3 +186,23 @@ def test_the_child_dies_when_its_parent_is_killed() -> None:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
     assert _wait_gone(child), "the sites process outlived its killed parent"
+
+
+def test_a_taken_port_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(SitesError, match="before it bound its ports"):
+            start_sites(ports={"reddit": taken.getsockname()[1]})
+
+
+def test_cli_web_sites_serves_until_interrupted() -> None:
+    cmd = [sys.executable, "-m", "horizonrl.cli", "web-sites", "--port-base", "0"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(7)]
+        urls = dict(line.split()[:2] for line in lines[:5])
+        assert set(urls) == set(SITE_NAMES) and lines[6].startswith("WebArena's variables: export SHOPPING=")
+        assert "One Stop Market" in httpx.get(urls["shopping"] + "/").text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) in (0, 130)

@@ -53,7 +53,10 @@ async def _serve(host: str, ports: dict[str, int], parent: int, token: str, data
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
-        sock.bind((host, ports[site]))
+        try:
+            sock.bind((host, ports[site]))
+        except OSError as exc:
+            sys.exit(f"horizonrl web sites: cannot bind {site} to {host}:{ports[site]}: {exc.strerror}")
         sock.listen(128)
         sockets[site] = sock
     servers = [

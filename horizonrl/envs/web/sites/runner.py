@@ -171,7 +171,9 @@ def _read_ports(proc: subprocess.Popen) -> dict[str, int]:
     line = proc.stdout.readline()
     proc.stdout.close()
     if not line:
-        raise SitesError(f"the web sites process exited with code {proc.wait()} before it bound its ports")
+        raise SitesError(
+            f"the web sites process exited ({proc.wait()}) before it bound its ports (its error is above)"
+        )
     return {k: int(v) for k, v in json.loads(line).items()}
 
 
@@ -192,3 +194,28 @@ def _wait_ready(proc: subprocess.Popen, urls: dict[str, str]) -> None:
                 if time.monotonic() > deadline:
                     raise SitesError(f"site {site} at {base} did not answer within {START_TIMEOUT_S:.0f} s")
                 time.sleep(0.05)
+
+
+WEBARENA_VARIABLES = {"shopping": "SHOPPING", "shopping_admin": "SHOPPING_ADMIN", "reddit": "REDDIT",
+                      "gitlab": "GITLAB", "map": "MAP"}  # fmt: skip
+
+
+def web_sites_main(args: Any) -> int:
+    """`horizonrl web-sites [--host H] [--port-base P]`: serve the sites until Ctrl-C."""
+    ports = {s: args.port_base + i for i, s in enumerate(SITE_NAMES)} if args.port_base else None
+    try:
+        sites = start_sites(args.host, ports)
+    except SitesError as exc:
+        print(f"horizonrl: error: {exc}", file=sys.stderr)
+        return 1
+    with sites:
+        for site, url in sites.urls.items():
+            print(f"{site:<15} {url}")
+        print(f"admin token     {sites.admin_token}")
+        exports = " ".join(f"{WEBARENA_VARIABLES[s]}={u}" for s, u in sites.urls.items())
+        print(f"WebArena's variables: export {exports}", flush=True)
+        assert sites.process is not None
+        try:
+            return sites.process.wait()
+        except KeyboardInterrupt:
+            return 0
