@@ -43,6 +43,7 @@ KEY_NAMES = {
     "space": " ", "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
     "pageup": "PageUp", "pagedown": "PageDown", "home": "Home", "end": "End",
 }  # fmt: skip
+_PLAYWRIGHT_PREFIX = re.compile(r"^[A-Za-z]+\.[A-Za-z_]+: ")  # "Page.goto: ", the API name, not news
 _BACKTICKS = re.compile(r"```(?:[a-z]*\n)?(.*?)```", re.DOTALL)
 _FORMS = [
     ("type", re.compile(r"^type \[(\d+)\] \[(.*)\] \[([01])\]$", re.DOTALL)),
@@ -178,7 +179,7 @@ class Tabs:
             if not self.context.browser or not self.context.browser.is_connected():
                 raise EnvError(f"the browser died during {action}: {exc}") from exc
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            message = f"{action} failed: {first}"
+            message = f"{action} failed: {_PLAYWRIGHT_PREFIX.sub('', first)}"
         try:
             self.settle()
         except PlaywrightError as exc:
