@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from horizonrl.envs.web.sites.common import database, form_data, html, one, redirect
-from horizonrl.envs.web.sites.data import ORDER_STATUSES, TODAY
+from horizonrl.envs.web.sites.data import TODAY
 from horizonrl.envs.web.sites.html import (
     PER_PAGE,
     esc,
@@ -33,6 +33,7 @@ from horizonrl.envs.web.sites.html import (
     textbox,
     url,
 )
+from horizonrl.envs.web.sites.words import ORDER_STATUSES
 
 SITE = "Store Admin"
 NAV = [

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from horizonrl.envs.web.sites.common import database, form_data, html, one, redirect
-from horizonrl.envs.web.sites.data import LABELS, ROLES, TODAY
+from horizonrl.envs.web.sites.data import TODAY
 from horizonrl.envs.web.sites.html import (
     PER_PAGE,
     esc,
@@ -35,6 +35,7 @@ from horizonrl.envs.web.sites.html import (
     textbox,
     url,
 )
+from horizonrl.envs.web.sites.words import LABELS, ROLES
 
 SITE = "GitLab"
 USER = 1

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from horizonrl.envs.web.sites.common import database, form_data, html, one, redirect
-from horizonrl.envs.web.sites.data import SHIPPING, TODAY
+from horizonrl.envs.web.sites.data import TODAY
 from horizonrl.envs.web.sites.html import (
     PER_PAGE,
     esc,
@@ -36,6 +36,7 @@ from horizonrl.envs.web.sites.html import (
     table,
     textbox,
 )
+from horizonrl.envs.web.sites.words import SHIPPING
 
 SITE = "One Stop Market"
 CUSTOMER = 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from horizonrl.envs.web.sites.data import ADJECTIVES, CATEGORY_NOUNS, SHIPPING
+from horizonrl.envs.web.sites.words import ADJECTIVES, CATEGORY_NOUNS, SHIPPING
 from horizonrl.envs.web.taskgen.base import (
     Params,
     Template,
