@@ -171,11 +171,16 @@ def test_the_child_is_gone_after_stop() -> None:
     assert _wait_gone(running.pid)
 
 
-def test_the_child_dies_when_its_parent_is_killed() -> None:
+@pytest.mark.parametrize("from_thread", [False, True], ids=["pdeathsig", "watchdog"])
+def test_the_child_dies_when_its_parent_is_killed(from_thread: bool) -> None:
+    """From the main thread PR_SET_PDEATHSIG ends the child; from another thread (where that signal
+    would follow the thread, so it is not set) the parent-pid watchdog does."""
+    start = "start_sites()" if not from_thread else "ThreadPoolExecutor(1).submit(start_sites).result()"
     script = (
-        "import sys, time\n"
+        "import time\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
         "from horizonrl.envs.web.sites import start_sites\n"
-        "s = start_sites()\n"
+        f"s = {start}\n"
         "print(s.pid, flush=True)\n"
         "time.sleep(600)\n"
     )
