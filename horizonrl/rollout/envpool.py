@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -97,6 +98,7 @@ class LocalEnvPool(EnvPool):
         self._free: list[ThreadedEnv] = []
         self._executor: ThreadPoolExecutor | None = None
         self._services: contextlib.ExitStack | None = None
+        self._services_lock = threading.Lock()  # the first acquires run at once, in several threads
         self.created = 0
 
     def _start_services(self) -> Any:
@@ -104,10 +106,12 @@ class LocalEnvPool(EnvPool):
         if self._custom_make is not None:
             return self._custom_make
         spec = get_family(self.family)
-        if self._services is None:
-            self._services = contextlib.ExitStack()
-            self._env_kwargs = self._services.enter_context(spec.services(self._env_kwargs))
-        kwargs = self._env_kwargs
+        with self._services_lock:
+            if self._services is None:
+                services = contextlib.ExitStack()
+                self._env_kwargs = services.enter_context(spec.services(self._env_kwargs))
+                self._services = services
+            kwargs = self._env_kwargs
         return lambda: spec.make_env(**kwargs)
 
     def _pool(self) -> ThreadPoolExecutor:

@@ -164,13 +164,17 @@ class Browser:
         proc = getattr(transport, "_proc", None)
         return getattr(proc, "pid", None)
 
-    def new_context(self, tenant: str | None) -> Any:
-        """A fresh context (no cookies, no history) that sends the tenant header and reaches only
-        the allowed origins. Call on the browser's thread."""
+    def new_context(self, tenant: str | None, storage_state: str | None = None) -> Any:
+        """A fresh context (no cookies, no history; or the cookies of a Playwright `storage_state`
+        file: WebArena's logins) that sends the tenant header and reaches only the allowed origins.
+        Call on the browser's thread."""
         width, height = self.config.viewport
         headers = {TENANT_HEADER: tenant} if tenant else {}
         context = self._browser.new_context(
-            viewport={"width": width, "height": height}, extra_http_headers=headers, service_workers="block"
+            viewport={"width": width, "height": height},
+            extra_http_headers=headers,
+            service_workers="block",
+            storage_state=storage_state,
         )
         context.set_default_timeout(self.config.action_timeout_s * 1000)
         allowed = self.config.allowed_origins

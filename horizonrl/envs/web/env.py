@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib
 import secrets
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,17 @@ from horizonrl.envs.core import EnvError, StepResult, UnknownItemError, make_inf
 from horizonrl.envs.web.actions import Action, Tabs, parse_action
 from horizonrl.envs.web.browser import Browser, BrowserConfig, origin_of
 from horizonrl.envs.web.observation import DEFAULT_MAX_CHARS, format_observation, render_tree
+
+
+def load_judge(path: str) -> Any:
+    """The callable named by `module:function` (`env.kwargs.judge`)."""
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"env.kwargs.judge={path!r}: expected 'module:function'")
+    judge = getattr(importlib.import_module(module), name, None)
+    if not callable(judge):
+        raise ValueError(f"env.kwargs.judge={path!r}: {module} has no function {name!r}")
+    return judge
 
 
 class _EvalContext:
@@ -64,6 +76,8 @@ class WebEnv:
         screenshots: put a PNG of the page in every `info` (`info["screenshot"]`, base64).
         max_obs_chars: cap on the tree's text.
         settle_timeout_s, action_timeout_s, quiet_ms: see `BrowserConfig`.
+        judge: `module:function` of the LLM judge for `fuzzy_match` answers
+            (`evaluators.Judge`: `judge(intent, reference, answer) -> score`); none by default.
     """
 
     def __init__(
@@ -77,6 +91,7 @@ class WebEnv:
         settle_timeout_s: float = 5.0,
         action_timeout_s: float = 10.0,
         quiet_ms: int = 50,
+        judge: str | None = None,
     ) -> None:
         from horizonrl.envs.web import sites as web_sites
         from horizonrl.envs.web import tasks
@@ -100,6 +115,7 @@ class WebEnv:
             else:
                 self._owned = self._sites = web_sites.start_sites()
             self.urls = dict(self._sites.urls)
+        self.judge = load_judge(judge) if judge else None
         self.screenshots = bool(screenshots)
         self.max_obs_chars = int(max_obs_chars)
         origins = tuple(sorted({origin_of(u) for u in self.urls.values()}))
@@ -172,7 +188,8 @@ class WebEnv:
             with contextlib.suppress(Exception):
                 self._tabs.context.close()
             self._tabs = None
-        self._tabs = Tabs(self.browser.new_context(self.token if self._sites else None), self.config)
+        login = self._storage_state()
+        self._tabs = Tabs(self.browser.new_context(self.token if self._sites else None, login), self.config)
         message = self._tabs.run(Action("goto", arg=start_url)) if start_url else None
         return self._observe(message)
 
@@ -207,7 +224,7 @@ class WebEnv:
         from horizonrl.envs.web import evaluators
 
         assert self._task is not None
-        return float(evaluators.evaluate(self._task, _EvalContext(self, answer)))
+        return float(evaluators.evaluate(self._task, _EvalContext(self, answer), judge=self.judge))
 
     # ---- helpers --------------------------------------------------------------------------------
 
@@ -232,6 +249,18 @@ class WebEnv:
             or tasks.category_of_sites(list(task.get("sites", [])))
         )
         return task, category
+
+    def _storage_state(self) -> str | None:
+        """A WebArena config's `storage_state` file (its logins), found as given or beside `config_dir`."""
+        raw = (self._task or {}).get("storage_state")
+        if not raw or self.config_dir is None:
+            return None
+        for path in (Path(raw), self.config_dir.parent / raw, self.config_dir / raw):
+            if path.is_file():
+                return str(path)
+        raise ValueError(
+            f"storage_state {raw!r} of the task was not found (as given, or beside {self.config_dir})"
+        )
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         return make_info(self._score >= 1.0, self._score, self._category, url=self._url, **extra)

@@ -14,7 +14,8 @@ from horizonrl.envs.checker import check_env
 from horizonrl.envs.core import UnknownItemError
 from horizonrl.envs.registry import get_family
 from horizonrl.envs.web import tasks
-from horizonrl.envs.web.env import WebEnv
+from horizonrl.envs.web.env import WebEnv, load_judge
+from horizonrl.envs.web.evaluators import FuzzyMatchNeedsJudge
 from horizonrl.envs.web.expert import find_element
 from horizonrl.envs.web.sites import RunningSites
 from horizonrl.eval.solve import play_expert
@@ -124,6 +125,9 @@ def write_configs(folder: Path) -> None:
         {"sites": ["wikipedia"], "start_url": "__WIKIPEDIA__", "intent": "Read the wiki.",
          "eval": {"eval_types": ["string_match"], "reference_answers": {"exact_match": "N/A"},
                   "reference_url": "", "program_html": []}},
+        {"sites": ["shopping"], "start_url": "__SHOPPING__", "intent": "Describe the shop.",
+         "eval": {"eval_types": ["string_match"], "reference_answers": {"fuzzy_match": ["a market"]},
+                  "reference_url": "", "program_html": []}},
     ]  # fmt: skip
     for i, config in enumerate(configs):
         (folder / f"{i}.json").write_text(json.dumps({**base, "task_id": i, **config}))
@@ -163,7 +167,28 @@ def test_webarena_configs_through_webarena_variables(webarena_env: WebEnv, sites
     env.step(f"click [{orders.id}]")
     assert env.step("stop").reward == 1.0
     with pytest.raises(UnknownItemError):
-        env.reset("web_4")  # no 4.json
+        env.reset("web_5")  # no 5.json
+
+
+def judge_by_length(intent: str, reference: str, answer: str) -> float:
+    """A stand-in for an LLM judge (`env.kwargs.judge`): long answers pass."""
+    return float(len(answer) > 10)
+
+
+def test_fuzzy_match_needs_the_configured_judge(webarena_env: WebEnv) -> None:
+    webarena_env.reset("web_4")
+    with pytest.raises(FuzzyMatchNeedsJudge, match="env.kwargs.judge"):
+        webarena_env.step("stop [a shop]")
+    webarena_env.judge = load_judge("tests.envs.web.test_env:judge_by_length")
+    try:
+        webarena_env.reset("web_4")
+        assert webarena_env.step("stop [a small general store]").reward == 1.0
+        webarena_env.reset("web_4")
+        assert webarena_env.step("stop [shop]").reward == 0.0
+    finally:
+        webarena_env.judge = None
+    with pytest.raises(ValueError, match="expected 'module:function'"):
+        load_judge("no_colon")
 
 
 def test_unreachable_start_url_and_goto_are_observations(webarena_env: WebEnv) -> None:
