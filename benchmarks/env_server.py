@@ -21,7 +21,13 @@ Setup (all on this machine, measured in one run):
   the ratio to echo (same box, same run, same client) is the comparable number.
 
 For families other than textcraft it also reports the reset latency and the memory per
-session (RSS of the server and its worker processes, divided by the sessions open).
+session (RSS of the server and its worker processes, divided by the sessions open). For
+families whose sessions run in worker processes (sciworld, web) it also reports each
+session's own memory: RSS and PSS (shared pages split between the processes sharing them)
+of its worker and the worker's children (web: Playwright's driver and Chromium's browser,
+zygote, GPU, network and renderer processes), and how many such sessions fit in 1 GiB.
+
+    python benchmarks/env_server.py --family web --item 0 --action "click [3]" --concurrency 1,2,4
 """
 
 from __future__ import annotations
@@ -183,8 +189,8 @@ def start(cmd: list[str], port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError(f"{cmd} did not become ready")
 
 
-def rss_mib(pid: int) -> float:
-    """RSS of `pid` and all its descendants, in MiB (from /proc; Linux only)."""
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """RSS of `pid` and all its descendants, in MiB (from /proc; Linux only); `field="Pss"` for PSS."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -198,8 +204,9 @@ def rss_mib(pid: int) -> float:
         p = todo.pop()
         todo += children.get(p, [])
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+            source = "smaps_rollup" if field == "Pss" else "status"
+            for line in Path(f"/proc/{p}/{source}").read_text().splitlines():
+                if line.startswith(f"{field}:"):
                     total += int(line.split()[1])
         except OSError:
             pass
@@ -209,8 +216,11 @@ def rss_mib(pid: int) -> float:
 # ---- the run --------------------------------------------------------------------------------
 
 
-async def open_sessions(conns: list[Conn], family: str, item: str) -> tuple[list[str], list[int], float]:
-    """One session per connection; returns v1 ids, AgentGym ids and the mean create+reset ms."""
+async def open_sessions(
+    conns: list[Conn], family: str, item: str
+) -> tuple[list[str], list[int], float, list[int]]:
+    """One session per connection; returns v1 ids, AgentGym ids, the mean create+reset ms and the
+    sessions' worker pids (none for families stepped in the server's process)."""
     t0 = time.perf_counter()
     created = await asyncio.gather(
         *(c.call("POST", "/v1/sessions", {"item_id": item, "seed": 0}) for c in conns)
@@ -220,7 +230,8 @@ async def open_sessions(conns: list[Conn], family: str, item: str) -> tuple[list
     states = await asyncio.gather(
         *(c.call("GET", f"/v1/sessions/{sid}") for c, sid in zip(conns, sids, strict=True))
     )
-    return sids, [st["id"] for st in states], reset_ms
+    workers = [int(st["worker_pid"]) for st in states if st.get("worker_pid")]
+    return sids, [st["id"] for st in states], reset_ms, workers
 
 
 async def bench(
@@ -232,8 +243,11 @@ async def bench(
         env_conns = [Conn("127.0.0.1", env_port) for _ in range(c)]
         echo_conns = [Conn("127.0.0.1", echo_port) for _ in range(c)]
         await asyncio.gather(*(conn.open() for conn in env_conns + echo_conns))
-        sids, nums, reset_ms = await open_sessions(env_conns, args.family, f"{args.family}_{args.item}")
+        item = f"{args.family}_{args.item}"
+        sids, nums, reset_ms, workers = await open_sessions(env_conns, args.family, item)
         rss = rss_mib(pid) / c
+        worker_rss = statistics.mean(rss_mib(w) for w in workers) if workers else None
+        worker_pss = statistics.mean(rss_mib(w, "Pss") for w in workers) if workers else None
         body = {"action": args.action}
         id_field = layout_for(args.family).id_field  # "id", or "env_idx" for search and web
         targets = {
@@ -263,7 +277,8 @@ async def bench(
             rows.append(
                 {"server": name, "c": c, **median, "cpu_us": cpu_us, "all_rps": [r["rps"] for r in runs]}
             )
-        rows.append({"server": "sessions", "c": c, "reset_ms": reset_ms, "rss_per_session_mib": rss})
+        rows.append({"server": "sessions", "c": c, "reset_ms": reset_ms, "rss_per_session_mib": rss,
+                     "worker_rss_mib": worker_rss, "worker_pss_mib": worker_pss})  # fmt: skip
         await asyncio.gather(
             *(k.call("DELETE", f"/v1/sessions/{sid}") for k, sid in zip(env_conns, sids, strict=True))
         )
@@ -295,14 +310,18 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         )
     lines += [
         "",
-        "| connections | create+reset ms (mean, concurrent) | RSS per session MiB |",
-        "|---|---|---|",
+        "| connections | create+reset ms (mean, concurrent) | RSS per session MiB (server + workers / "
+        "sessions) | worker RSS per session MiB | worker PSS per session MiB | sessions per GiB (PSS) |",
+        "|---|---|---|---|---|---|",
     ]
-    lines += [
-        f"| {r['c']} | {r['reset_ms']:.1f} | {r['rss_per_session_mib']:.1f} |"
-        for r in rows
-        if "reset_ms" in r
-    ]
+    for r in rows:
+        if "reset_ms" not in r:
+            continue
+        own = "| - | - | - |"
+        if r.get("worker_rss_mib"):
+            pss = r["worker_pss_mib"]
+            own = f"| {r['worker_rss_mib']:.1f} | {pss:.1f} | {1024 / pss:.1f} |"
+        lines.append(f"| {r['c']} | {r['reset_ms']:.1f} | {r['rss_per_session_mib']:.1f} {own}")
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ function in the module that owns the workflow, imported only when that subcomman
     horizonrl view RUN_DIR
     horizonrl index build --corpus FILE --out DIR [--kind bm25|dense]
     horizonrl data make-search --seed S --out DIR
+    horizonrl web-sites [--host H] [--port-base P]
 """
 
 from __future__ import annotations
@@ -144,6 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", required=True)
     d.add_argument("--entities", type=int, default=None)
     d.set_defaults(func=_handler("horizonrl.envs.search.cli:make_search_main"))
+
+    p = sub.add_parser("web-sites", help="serve the web family's five sites in the foreground")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--port-base",
+        type=int,
+        default=7770,
+        help="site i gets port P+i (shopping, shopping_admin, reddit, gitlab, map); 0 = free ports",
+    )
+    p.set_defaults(func=_handler("horizonrl.envs.web.sites.runner:web_sites_main"))
     return parser
 
 

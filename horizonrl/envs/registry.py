@@ -12,10 +12,12 @@ or import torch. Users add their own with `register(FamilySpec(...))`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +30,7 @@ BUILTIN_FAMILIES: dict[str, str] = {
     "babyai": "horizonrl.envs.babyai",
     "sciworld": "horizonrl.envs.sciworld",
     "search": "horizonrl.envs.search",
+    "web": "horizonrl.envs.web",
 }
 
 _REGISTERED: dict[str, FamilySpec] = {}
@@ -63,6 +66,12 @@ class FamilySpec:
     """Run each session's env in its own worker process on the server (JVM, browser)."""
     default_port: int = 36000
     """Port `horizonrl serve <family>` binds when none is given."""
+    host_services: Callable[[dict[str, Any]], AbstractContextManager[dict[str, Any]]] | None = None
+    """Backends shared by every env of the family that must outlive any one of them (the web
+    family's sites). The process that hosts the envs (the env server, a local env pool,
+    `solve`) enters `host_services(env_kwargs)` once, before it makes envs, and leaves it after
+    closing them; it yields env kwargs to add (e.g. how to reach the backends) for every env
+    it makes, in this process or in worker processes. Use `services(env_kwargs)`."""
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     """Family-specific facts other modules may read (e.g. the AgentGym compat variant)."""
@@ -75,6 +84,16 @@ class FamilySpec:
 
     def splits(self) -> dict[str, list[str]]:
         return {k: list(v) for k, v in _cached_splits(self.name, self.load_splits).items()}
+
+    @contextlib.contextmanager
+    def services(self, env_kwargs: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """Run the family's `host_services` (if any) and yield `env_kwargs` with what they add."""
+        kwargs = dict(env_kwargs or {})
+        if self.host_services is None:
+            yield kwargs
+            return
+        with self.host_services(kwargs) as extra:
+            yield {**kwargs, **extra}
 
     def check_item(self, item_id: str) -> int:
         """Return the index of `item_id`, raising `UnknownItemError` if it is not ours."""

@@ -16,6 +16,7 @@ summary counts them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -51,6 +52,7 @@ def play_expert(
     try:
         observation, info = played.reset(item_id, seed=seed)
         traj.messages = prompt.initial_messages(observation)
+        traj.keep_info(0, info)
         expert.reset(item_id, observation, info)
         while True:
             thought, action = expert.act(observation)
@@ -59,6 +61,7 @@ def play_expert(
             observation = result.observation
             traj.num_turns += 1
             traj.turn_rewards.append(float(result.reward))
+            traj.keep_info(traj.num_turns, result.info)
             traj.reward += float(result.reward)
             traj.success = bool(result.info["success"])
             traj.score = float(result.info["score"])
@@ -117,17 +120,41 @@ def solve_split(
     """What `horizonrl solve` plays: the first `limit` items of `split` (all when None), through
     `server` when given (else local envs built with `env_kwargs`), with a progress bar on stderr;
     written to `out` as JSONL when given (all at once, so an interrupted run leaves no partial file)."""
+    item_ids = spec.split(split)[:limit] if limit else spec.split(split)
+    with contextlib.ExitStack() as services:
+        # local envs: the family's shared backends (web: the sites) run while the items are played
+        kwargs = {} if server else services.enter_context(spec.services(env_kwargs))
+
+        def make_env() -> TextEnv:
+            if server:
+                from horizonrl.server.client import RemoteEnv
+
+                return RemoteEnv(server, family=spec.name)
+            return spec.make_env(**kwargs)
+
+        trajectories = _solve_batches(spec, split, item_ids, make_env, seed=seed, max_turns=max_turns,
+                                      workers=workers)  # fmt: skip
+    if out:
+        out = Path(out)
+        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+        write_jsonl(tmp, trajectories)
+        os.replace(tmp, out)
+    return trajectories
+
+
+def _solve_batches(
+    spec: FamilySpec,
+    split: str,
+    item_ids: Sequence[str],
+    make_env: Callable[[], TextEnv],
+    *,
+    seed: int,
+    max_turns: int | None,
+    workers: int,
+) -> list[Trajectory]:
+    """`solve_items` over batches of `item_ids`, with a progress bar on stderr."""
     from rich.console import Console
     from rich.progress import track
-
-    item_ids = spec.split(split)[:limit] if limit else spec.split(split)
-
-    def make_env() -> TextEnv:
-        if server:
-            from horizonrl.server.client import RemoteEnv
-
-            return RemoteEnv(server, family=spec.name)
-        return spec.make_env(**(env_kwargs or {}))
 
     trajectories: list[Trajectory] = []
     batch = max(1, workers) * 8
@@ -139,11 +166,6 @@ def solve_split(
     ):
         chunk = item_ids[start : start + batch]
         trajectories += solve_items(make_env, spec, chunk, seed=seed, max_turns=max_turns, workers=workers)
-    if out:
-        out = Path(out)
-        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-        write_jsonl(tmp, trajectories)
-        os.replace(tmp, out)
     return trajectories
 
 

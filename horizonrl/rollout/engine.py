@@ -278,6 +278,7 @@ class RolloutEngine:
             return
         traj.category = str(info.get("category", traj.category))
         traj.score, traj.success = float(info.get("score", 0.0)), bool(info.get("success", False))
+        traj.keep_info(0, info)
         messages = self.prompt.initial_messages(observation)
         ep.conv = TokenConversation(self.fmt, messages) if self.fmt else MessageConversation(messages)
 
@@ -324,6 +325,7 @@ class RolloutEngine:
             return
         traj.turn_rewards.append(float(outcome.reward))
         traj.reward += float(outcome.reward)
+        traj.keep_info(traj.num_turns, outcome.info)
         traj.success = bool(outcome.info.get("success", traj.success))
         traj.score = float(outcome.info.get("score", traj.score))
         if outcome.terminated:

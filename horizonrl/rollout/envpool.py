@@ -11,7 +11,9 @@
 Local envs are sync objects; their calls run in worker threads (`asyncio.to_thread`) so a
 slow step (a JVM, a browser) does not hold up the other episodes. A local env is reused by
 later episodes unless it broke (an error or a timeout), so expensive envs are created once
-per concurrent episode, not once per item.
+per concurrent episode, not once per item. A family's shared backends
+(`FamilySpec.host_services`: the web family's sites) start with the pool's first env and stop
+at `aclose`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -89,12 +92,27 @@ class LocalEnvPool(EnvPool):
         max_threads: int = 32,
     ) -> None:
         self.family = family
-        kwargs = dict(env_kwargs or {})
-        self._make = make_env or (lambda: get_family(family).make_env(**kwargs))
+        self._env_kwargs = dict(env_kwargs or {})
+        self._custom_make = make_env
         self.max_threads = max_threads
         self._free: list[ThreadedEnv] = []
         self._executor: ThreadPoolExecutor | None = None
+        self._services: contextlib.ExitStack | None = None
+        self._services_lock = threading.Lock()  # the first acquires run at once, in several threads
         self.created = 0
+
+    def _start_services(self) -> Any:
+        """The env factory; the family's shared backends (`FamilySpec.host_services`) start on first use."""
+        if self._custom_make is not None:
+            return self._custom_make
+        spec = get_family(self.family)
+        with self._services_lock:
+            if self._services is None:
+                services = contextlib.ExitStack()
+                self._env_kwargs = services.enter_context(spec.services(self._env_kwargs))
+                self._services = services
+            kwargs = self._env_kwargs
+        return lambda: spec.make_env(**kwargs)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -106,7 +124,9 @@ class LocalEnvPool(EnvPool):
             return self._free.pop()
         self.created += 1
         executor = self._pool()
-        env = await asyncio.get_running_loop().run_in_executor(executor, self._make)
+        loop = asyncio.get_running_loop()
+        make = await loop.run_in_executor(executor, self._start_services)
+        env = await loop.run_in_executor(executor, make)
         return ThreadedEnv(env, executor)
 
     async def release(self, env: AsyncEnv, *, broken: bool = False) -> None:
@@ -124,6 +144,9 @@ class LocalEnvPool(EnvPool):
             # a hung env call must not hold up the caller: leave its thread behind
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+        if self._services is not None:
+            services, self._services = self._services, None
+            await asyncio.get_running_loop().run_in_executor(None, services.close)
 
 
 def _close_quietly(env: Any) -> None:

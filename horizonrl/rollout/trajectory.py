@@ -11,15 +11,27 @@ the same chat builder at SFT time.
      "logprobs": [null, ..., -0.12, ...], ...}
 
 `logprobs` is aligned with `token_ids` and is null exactly where `loss_mask` is 0.
+
+Screenshots: an env that reports `info["screenshot"]` (a base64 PNG: the web family with
+`env.kwargs.screenshots=true`) gets it kept per turn in `turn_infos` (`{"turn": 0, ...}` is
+the reset's page, `turn` i the page after turn i). `write_jsonl` saves each as a PNG file in
+`<name>.screenshots/` beside the JSONL file and writes, in the record, `info["screenshot"]`
+= that file's path relative to the JSONL's directory.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+KEPT_INFO_KEYS = ("screenshot",)
+"""Env info keys a trajectory keeps per turn (`Trajectory.turn_infos`); `screenshot` is a base64
+PNG in memory and a file path in a written JSONL."""
 
 
 @dataclass
@@ -58,7 +70,16 @@ class Trajectory:
     group_id: int = 0
     """Samples of the same item in one batch share a group id (GRPO / RLOO)."""
     sample_index: int = 0
+    turn_infos: list[dict[str, Any]] = field(default_factory=list)
+    """The `KEPT_INFO_KEYS` of the env's info, per observation that had any: `{"turn": i, ...}`
+    (0: after reset; i: after turn i); empty for envs that report none."""
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def keep_info(self, turn: int, info: dict[str, Any]) -> None:
+        """Keep the info keys trajectories keep (`KEPT_INFO_KEYS`) of the observation after `turn`."""
+        kept = {key: info[key] for key in KEPT_INFO_KEYS if info.get(key) is not None}
+        if kept:
+            self.turn_infos.append({"turn": turn, **kept})
 
     def __post_init__(self) -> None:
         if self.token_ids:
@@ -93,9 +114,24 @@ def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], *, append:
     n = 0
     with path.open("a" if append else "w") as f:
         for traj in trajectories:
-            f.write(json.dumps(traj.to_dict()) + "\n")
+            record = traj.to_dict()
+            record["turn_infos"] = [_saved_screenshot(path, info) for info in traj.turn_infos]
+            f.write(json.dumps(record) + "\n")
             n += 1
     return n
+
+
+def _saved_screenshot(jsonl: Path, info: dict[str, Any]) -> dict[str, Any]:
+    """`info` with a base64 `screenshot` saved as a PNG beside `jsonl` and replaced by its relative path."""
+    data = info.get("screenshot")
+    if not isinstance(data, str) or data.endswith(".png"):
+        return dict(info)
+    png = base64.b64decode(data)
+    folder = jsonl.parent / f"{jsonl.stem}.screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{hashlib.sha1(png).hexdigest()[:16]}.png"  # by content: a rewrite of the same file reuses it
+    (folder / name).write_bytes(png)
+    return {**info, "screenshot": f"{folder.name}/{name}"}
 
 
 def iter_jsonl(path: str | Path) -> Iterator[Trajectory]:

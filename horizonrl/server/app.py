@@ -30,6 +30,7 @@ pydantic request models cost more than a whole TextCraft step. Access logs are o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -245,11 +246,18 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store.start()
-        try:
-            yield
-        finally:
-            await store.shutdown()
+        # the family's shared backends (web: the sites) start before the first session and stop
+        # after the last one closed; what they add to the env kwargs reaches every worker
+        with contextlib.ExitStack() as services:
+            # on the loop's (main) thread, before anything is served: a child the services start
+            # may tie its life to this thread (PR_SET_PDEATHSIG)
+            store.env_kwargs = services.enter_context(store.spec.services(store.env_kwargs))
+            store.start()
+            try:
+                yield
+            finally:
+                await store.shutdown()
+                services.close()
 
     app = FastAPI(title=f"horizonrl env server: {spec.name}", lifespan=lifespan, openapi_url=None)
     app.state.store = store

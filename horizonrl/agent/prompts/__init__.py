@@ -25,6 +25,7 @@ PROMPT_MODULES: dict[str, str] = {
     "babyai": "horizonrl.agent.prompts.babyai",
     "sciworld": "horizonrl.agent.prompts.sciworld",
     "search": "horizonrl.agent.prompts.search",
+    "web": "horizonrl.agent.prompts.web",
 }
 
 DEFAULT_SYSTEM = (
