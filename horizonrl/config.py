@@ -329,6 +329,12 @@ class EnvConfig:
     host: str = "127.0.0.1"
     base_port: int = 36100
     """Launched servers bind base_port, base_port + 1, ... in `data.families` order."""
+    plugins: list[str] = field(default_factory=list)
+    """Modules to import before the families are looked up (each registers families or defines
+    `SPEC`); installed packages with a `horizonrl.envs` entry point need no entry here."""
+    external: list[dict[str, Any]] = field(default_factory=list)
+    """Families served by a server of their own, in any language: `{name, url, items, protocol,
+    prompt}` each (see `horizonrl.server.external`); then name them in `data.families`."""
 
 
 @dataclass(frozen=True)
