@@ -202,6 +202,16 @@ def _check_reset(env: TextEnv, spec: FamilySpec, item_id: str, seed: int) -> Non
     )
 
 
+def _check_reset_determinism(env: TextEnv, spec: FamilySpec, item_id: str, seed: int) -> None:
+    first = list(env.reset(item_id, seed=seed))
+    second = list(env.reset(item_id, seed=seed))
+    _expect(
+        first == second,
+        "seed determinism",
+        f"{spec.name}:{item_id}: two resets with seed {seed} differ; {_first_difference(first, second)}",
+    )
+
+
 def _check_invalid(env: TextEnv, spec: FamilySpec, item_id: str, seed: int) -> None:
     category = spec.category_of(item_id)
     env.reset(item_id, seed=seed)
@@ -253,6 +263,7 @@ def run_checks(
     failures: dict[str, str] = {}
     for item_id in item_ids:
         _phase(failures, "types", _check_reset, env, spec, item_id, seed)
+        _phase(failures, "seed determinism", _check_reset_determinism, env, spec, item_id, seed)
         _phase(failures, "invalid actions", _check_invalid, env, spec, item_id, seed)
         _phase(failures, "seed determinism", _check_episodes, env, spec, item_id, seed, n_actions)
     _phase(failures, "unknown item", _check_unknown, env, spec, seed)
