@@ -338,6 +338,13 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
+class AgentConfig:
+    show_available_actions: bool = False
+    """Append the env's available actions to each observation the agent sees (envs that list
+    them, e.g. sciworld; families with free-form actions are unaffected). Rollouts and evals."""
+
+
+@dataclass(frozen=True)
 class EvalConfig(EvalRolloutSettings):
     """The in-run eval: `EvalRolloutSettings` (split, limit, categories, max_turns, n, seed and the
     rollout settings, greedy; the same fields and defaults as `horizonrl eval`, so its report of a
@@ -439,6 +446,7 @@ class Config:
     sft: SFTConfig = field(default_factory=SFTConfig)
     dpo: DPOConfig = field(default_factory=DPOConfig)
     agentevol: AgentEvolConfig = field(default_factory=AgentEvolConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     def __post_init__(self) -> None:
         _check(
