@@ -183,3 +183,67 @@ def test_new_env_refuses_a_non_empty_dir_and_can_leave_out_the_expert(tmp_path, 
     source = (tmp_path / "bare" / "game_env" / "__init__.py").read_text()
     assert "make_expert" not in source
     compile(source, "game_env/__init__.py", "exec")
+
+
+def test_a_training_config_names_families_by_reference_and_plugin_module(tmp_path, monkeypatch):
+    from horizonrl.config import load_config
+    from horizonrl.trainer.families import resolve_config_families
+
+    _write_module(tmp_path, "echo_cfg_ref", "echocfgref")
+    _write_module(tmp_path, "echo_cfg_mod", "echocfgmod")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = load_config(
+        None,
+        [
+            "data.families=[echo_cfg_ref:SPEC, echocfgmod, textcraft]",
+            "env.plugins=[echo_cfg_mod]",
+            "eval.families=[echo_cfg_ref:SPEC]",
+            "env.servers={echo_cfg_ref:SPEC: 'http://127.0.0.1:1'}",
+        ],
+    )
+    resolved = resolve_config_families(cfg)
+    assert resolved.data.families == ["echocfgref", "echocfgmod", "textcraft"]
+    assert resolved.eval.families == ["echocfgref"] and resolved.env.servers == {
+        "echocfgref": "http://127.0.0.1:1"
+    }
+    with pytest.raises(SystemExit, match="unknown environment family 'nope'"):
+        resolve_config_families(load_config(None, ["data.families=[nope]"]))
+
+
+BROKEN_LOCAL = """
+from horizonrl.envs import StepResult
+from echo_bad_base import SPEC as BASE, EchoEnv
+import dataclasses, itertools
+
+counter = itertools.count()
+
+
+class BadEnv(EchoEnv):
+    def reset(self, item_id, *, seed=None):
+        observation, info = super().reset(item_id, seed=seed)
+        return f"{observation} ({next(counter)})", info
+
+    def step(self, action):
+        result = super().step(action)
+        del result.info["category"]
+        return result
+
+
+SPEC = dataclasses.replace(BASE, name="echobad", make_env=lambda: _with_items(BadEnv()))
+
+
+def _with_items(env):
+    env.items = BASE.make_env().items
+    return env
+"""
+
+
+def test_check_env_exits_1_with_a_line_per_failed_property(tmp_path, monkeypatch, capsys):
+    _write_module(tmp_path, "echo_bad_base", "echobad")
+    (tmp_path / "echo_bad.py").write_text(BROKEN_LOCAL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["check-env", "echo_bad:SPEC", "--items", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  seed determinism: echobad:echobad_2: two resets with seed 0 differ" in out
+    assert "FAIL  info keys: echobad:echobad_2 invalid action '': info lacks 'category'" in out
+    assert "PASS  unknown item" in out and "echobad: 5 passed, 2 failed" in out
