@@ -208,7 +208,8 @@ def _check_reset_determinism(env: TextEnv, spec: FamilySpec, item_id: str, seed:
     _expect(
         first == second,
         "seed determinism",
-        f"{spec.name}:{item_id}: two resets with seed {seed} differ; {_first_difference(first, second)}",
+        f"{spec.name}:{item_id}: two resets with seed {seed} gave different episodes; "
+        + _first_difference(first, second),
     )
 
 

@@ -41,7 +41,7 @@ def test_broken_node_server_fails_check_env_naming_each_problem(tmp_path, capsys
     # 200-with-error
     assert "answered 200 with an error body; use HTTP status 404" in lines["FAIL  v1 error statuses"]
     # non-determinism
-    assert "two resets with seed 0 differ" in lines["FAIL  seed determinism"]
+    assert "two resets with seed 0 gave different episodes" in lines["FAIL  seed determinism"]
     assert "PASS  info keys" in lines
 
 

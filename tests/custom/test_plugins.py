@@ -244,6 +244,6 @@ def test_check_env_exits_1_with_a_line_per_failed_property(tmp_path, monkeypatch
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["check-env", "echo_bad:SPEC", "--items", "1"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  seed determinism: echobad:echobad_2: two resets with seed 0 differ" in out
+    assert "FAIL  seed determinism: echobad:echobad_2: two resets with seed 0 gave different episodes" in out
     assert "FAIL  info keys: echobad:echobad_2 invalid action '': info lacks 'category'" in out
     assert "PASS  unknown item" in out and "echobad: 5 passed, 2 failed" in out

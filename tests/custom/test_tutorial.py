@@ -39,7 +39,7 @@ def script(text: str) -> str:
         if file is not None:
             lines += [f"mkdir -p $(dirname {file})", f"cat > {file} <<'TUTORIAL_EOF'", body + "TUTORIAL_EOF"]
         elif lang == "bash":
-            lines += [f"echo \"{MARK} {i} at $(date +%s)\"", body]
+            lines += [f'echo "{MARK} {i} at $(date +%s)"', body]
     return "\n".join(lines) + "\n"
 
 
