@@ -3,14 +3,26 @@ evaluated and trained on; its deliberately broken mode fails check-env naming ea
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from horizonrl.cli import main
-from tests.custom.helpers import NODE_DIR, TINY_GRPO, family_file, metrics, node_server, trajectories
+from tests.custom.helpers import (
+    NODE_DIR,
+    ROOT,
+    TINY_GRPO,
+    ReadyProcess,
+    family_file,
+    metrics,
+    node_server,
+    trajectories,
+)
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
 
 
 @pytest.fixture(scope="module")
@@ -20,6 +32,7 @@ def js_server():
     server.stop()
 
 
+@needs_node
 def test_node_server_passes_check_env(js_server, tmp_path, capsys):
     assert main(["check-env", str(family_file(tmp_path, js_server.url))]) == 0
     out = capsys.readouterr().out
@@ -28,6 +41,7 @@ def test_node_server_passes_check_env(js_server, tmp_path, capsys):
         assert f"PASS  {prop}" in out
 
 
+@needs_node
 def test_broken_node_server_fails_check_env_naming_each_problem(tmp_path, capsys):
     broken = node_server(broken=True)
     try:
@@ -45,6 +59,7 @@ def test_broken_node_server_fails_check_env_naming_each_problem(tmp_path, capsys
     assert "PASS  info keys" in lines
 
 
+@needs_node
 def test_eval_and_one_grpo_step_on_the_node_server(js_server, tmp_path):
     fam = family_file(tmp_path, js_server.url)
     out = tmp_path / "eval"
@@ -64,3 +79,25 @@ def test_eval_and_one_grpo_step_on_the_node_server(js_server, tmp_path):
     assert row["loss/policy"] is not None and row["grad/norm"] is not None and not row.get("update/skipped")
     played = trajectories(run / "trajectories" / "step_1.jsonl")
     assert len(played) == 2 and all(t["item_id"].startswith("guessjs_") and not t["failed"] for t in played)
+
+
+def test_an_external_family_over_the_agentgym_routes(tmp_path):
+    """`protocol: agentgym`: a server with the reference's routes (here horizonrl's own)."""
+    server = ReadyProcess(
+        [sys.executable, "-m", "horizonrl.cli", "serve", "tests.envs.toy:TOY_SPEC", "--port", "0"]
+    )
+    try:
+        rows = [
+            {"split": "train" if i < 8 else "test", "category": ("even", "odd")[i % 2]} for i in range(10)
+        ]
+        (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        family = {"name": "toy", "url": server.url, "items": "items.jsonl", "protocol": "agentgym"}
+        (tmp_path / "toy.json").write_text(json.dumps(family))
+        cmd = [sys.executable, "-m", "horizonrl.cli", "check-env", str(tmp_path / "toy.json"), "--items", "2"]
+        checked = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    finally:
+        server.stop()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert (
+        "via " + server.url + " (agentgym)" in checked.stdout and "toy: 7 passed, 0 failed" in checked.stdout
+    )
