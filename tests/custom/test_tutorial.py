@@ -90,6 +90,7 @@ def test_the_minimal_environment_is_at_most_60_lines():
     assert f"one file of {len(env_file.splitlines())} lines" in TUTORIAL.read_text()
 
 
+@pytest.mark.slow  # the default model (eval), three training runs
 @pytest.mark.timeout(1200)
 def test_the_tutorial_runs_as_written(tmp_path):
     venv = _venv(tmp_path)
@@ -128,7 +129,7 @@ def test_the_tutorial_runs_as_written(tmp_path):
     for name in ("guess-eval", "guess-eval-api"):
         report = json.loads((work / "runs" / name / "report.json").read_text())
         assert report["n_items"] == 2 and report["n_failed"] == 0, name
-    grpo = metrics(work / "runs" / "guess-grpo")
+    grpo = [row for row in metrics(work / "runs" / "guess-grpo") if "schedule/max_turns" in row]
     assert [row["schedule/max_turns"] for row in grpo] == [2.0, 4.0]  # the ScalingInter schedule
     assert all(row["loss/policy"] is not None or row.get("update/skipped") for row in grpo)
     assert (work / "runs" / "guess-grpo" / "eval" / "final" / "report.md").exists()
