@@ -34,7 +34,8 @@ def js_server():
 
 @needs_node
 def test_node_server_passes_check_env(js_server, tmp_path, capsys):
-    assert main(["check-env", str(family_file(tmp_path, js_server.url))]) == 0
+    family = family_file(tmp_path, "http://127.0.0.1:9")  # the URL given by --server wins
+    assert main(["check-env", str(family), "--server", js_server.url]) == 0
     out = capsys.readouterr().out
     assert "guessjs: 9 passed, 0 failed" in out
     for prop in ("v1 routes and fields", "v1 error statuses", "seed determinism", "invalid actions"):
@@ -45,7 +46,8 @@ def test_node_server_passes_check_env(js_server, tmp_path, capsys):
 def test_broken_node_server_fails_check_env_naming_each_problem(tmp_path, capsys):
     broken = node_server(broken=True)
     try:
-        assert main(["check-env", str(family_file(tmp_path, broken.url)), "--items", "1"]) == 1
+        family = str(family_file(tmp_path, broken.url))
+        assert main(["check-env", family, "--server", broken.url, "--items", "1"]) == 1
     finally:
         broken.stop()
     lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()}
