@@ -1,7 +1,10 @@
 """The `horizonrl` command. Each subcommand parses its arguments here and hands off to one
 function in the module that owns the workflow, imported only when that subcommand runs.
 
+    horizonrl [--plugin MODULE ...] COMMAND ...
     horizonrl envs [--json]
+    horizonrl check-env FAMILY [--server URL] [--items N]
+    horizonrl new-env NAME [--dir D]
     horizonrl serve FAMILY [--host H] [--port P]
     horizonrl solve FAMILY --split S [--limit N] [--server URL] [--out FILE] [--max-turns T]
     horizonrl eval --model M --env FAMILY --split S [--limit N] [--max-turns T] --out DIR
@@ -11,6 +14,10 @@ function in the module that owns the workflow, imported only when that subcomman
     horizonrl index build --corpus FILE --out DIR [--kind bm25|dense]
     horizonrl data make-search --seed S --out DIR
     horizonrl web-sites [--host H] [--port-base P]
+
+Wherever a FAMILY is taken (serve, solve, eval --env, check-env) it may be a family name (built-in
+or an installed plugin's), a `module:SPEC` reference, or an external family's JSON/YAML file
+(`horizonrl.server.external`); `--plugin MODULE` imports a module that registers families first.
 """
 
 from __future__ import annotations
@@ -36,18 +43,20 @@ def _handler(target: str) -> Callable[[argparse.Namespace], int | None]:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from horizonrl.envs.registry import family_names, get_family
+    from horizonrl.envs.registry import PluginError, family_names, family_source, get_family
 
     rows: list[dict[str, Any]] = []
     for name in family_names():
-        spec = get_family(name)
-        rows.append(
-            {
-                "family": name,
-                "splits": {split: len(ids) for split, ids in spec.splits().items()},
-                "categories": list(spec.categories),
-            }
-        )
+        row: dict[str, Any] = {"family": name, "splits": {}, "categories": []}
+        try:
+            spec = get_family(name)
+            row["splits"] = {split: len(ids) for split, ids in spec.splits().items()}
+            row["categories"] = list(spec.categories)
+        except (PluginError, ValueError, OSError) as exc:  # a broken plugin: one line, the rest still listed
+            row["error"] = str(exc)
+            print(f"horizonrl envs: {exc}", file=sys.stderr)
+        row["source"] = family_source(name)
+        rows.append(row)
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -55,22 +64,60 @@ def cmd_envs(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="horizonrl environment families")
-    for col in ("family", "splits", "categories"):
+    for col in ("family", "splits", "categories", "source"):
         table.add_column(col)
     for row in rows:
-        splits = ", ".join(f"{k}: {v}" for k, v in row["splits"].items())
-        table.add_row(row["family"], splits, ", ".join(row["categories"]))
+        splits = ", ".join(f"{k}: {v}" for k, v in row["splits"].items()) or "BROKEN (see above)"
+        table.add_row(row["family"], splits, ", ".join(row["categories"]), row["source"])
     Console().print(table)
     return 0
 
 
+def _resolve_families(args: argparse.Namespace) -> None:
+    """Load `--plugin` modules, then turn every FAMILY argument into the family's registered name."""
+    from horizonrl.envs.registry import load_plugins
+
+    load_plugins(args.plugin)
+    if not (getattr(args, "family", None) or getattr(args, "env", None)):
+        return
+    from horizonrl.server.external import resolve_family
+
+    try:
+        if getattr(args, "family", None):
+            args.family = resolve_family(args.family).name
+        if getattr(args, "env", None):
+            args.env = ",".join(resolve_family(f.strip()).name for f in args.env.split(",") if f.strip())
+    except (KeyError, ValueError) as exc:  # unknown family, bad family file: one line
+        raise SystemExit(f"horizonrl {args.command}: {exc.args[0] if exc.args else exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="horizonrl", description="Multi-turn RL for LLM agents.")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module that registers families",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("envs", help="list environment families with split sizes and categories")
+    p = sub.add_parser("envs", help="list environment families with split sizes, categories and sources")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     p.set_defaults(func=cmd_envs)
+
+    p = sub.add_parser("check-env", help="run the conformance checker on a family, locally or over HTTP")
+    p.add_argument("family", help="family name, module:SPEC, or an external family's JSON/YAML file")
+    p.add_argument("--server", default=None, help="check the family's server at this URL")
+    p.add_argument("--items", type=int, default=3, help="test items to check (default 3)")
+    p.add_argument("--protocol", choices=("v1", "agentgym"), default=None, help="the server's routes (v1)")
+    p.set_defaults(func=_handler("horizonrl.server.conformance:check_env_main"))
+
+    p = sub.add_parser("new-env", help="scaffold a pip-installable package with a new environment family")
+    p.add_argument("name", help="family name (a Python identifier, e.g. guess)")
+    p.add_argument("--dir", default=None, help="where to create the package (default: ./horizonrl-NAME)")
+    p.add_argument("--no-expert", action="store_true", help="leave out the scripted expert")
+    p.set_defaults(func=_handler("horizonrl.envs.scaffold:new_env_main"))
 
     p = sub.add_parser("serve", help="serve one environment family over HTTP")
     p.add_argument("family")
@@ -163,9 +210,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
     from horizonrl.envs.core import EnvError
+    from horizonrl.envs.registry import PluginError
 
     try:
+        if args.command not in ("envs", "new-env"):
+            _resolve_families(args)
+        else:
+            from horizonrl.envs.registry import load_plugins
+
+            load_plugins(args.plugin)
         return int(args.func(args) or 0)
+    except PluginError as exc:
+        print(f"horizonrl: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

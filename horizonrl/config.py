@@ -388,6 +388,19 @@ class EnvConfig:
     host: str = "127.0.0.1"
     base_port: int = 36100
     """Launched servers bind base_port, base_port + 1, ... in `data.families` order."""
+    plugins: list[str] = field(default_factory=list)
+    """Modules to import before the families are looked up (each registers families or defines
+    `SPEC`); installed packages with a `horizonrl.envs` entry point need no entry here."""
+    external: list[dict[str, Any]] = field(default_factory=list)
+    """Families served by a server of their own, in any language: `{name, url, items, protocol,
+    prompt}` each (see `horizonrl.server.external`); then name them in `data.families`."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    show_available_actions: bool = False
+    """Append the env's available actions to each observation the agent sees (envs that list
+    them, e.g. sciworld; families with free-form actions are unaffected). Rollouts and evals."""
 
 
 @dataclass(frozen=True)
@@ -492,6 +505,7 @@ class Config:
     sft: SFTConfig = field(default_factory=SFTConfig)
     dpo: DPOConfig = field(default_factory=DPOConfig)
     agentevol: AgentEvolConfig = field(default_factory=AgentEvolConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     def __post_init__(self) -> None:
         _check(

@@ -2,12 +2,26 @@
 
 Each built-in family lives in `horizonrl.envs.<family>` and exposes a module-level
 `SPEC: FamilySpec`. Families are imported lazily, so listing them does not start a JVM
-or import torch. Users add their own with `register(FamilySpec(...))`.
+or import torch.
 
     spec = get_family("textcraft")
     env = spec.make_env()
     spec.split("test")            # ["textcraft_3", ...]
     spec.category_of("textcraft_3")
+
+A user's own family (DESIGN.md §9b) comes from one of:
+- the entry-point group `horizonrl.envs` of any installed package, value `module:SPEC`
+  (`[project.entry-points."horizonrl.envs"] guess = "guess_env:SPEC"`); the entry point's
+  name must be the family's name. Found by name, loaded on first use;
+- a reference `module:SPEC` wherever a family name is accepted (`get_family("guess_env:SPEC")`
+  loads and registers it under `SPEC.name`);
+- `load_plugins(["mypkg.envs"])` (configs: `env.plugins`): imports each module, which calls
+  `register()` or defines a module-level `SPEC`;
+- `register(FamilySpec(...))` from Python.
+
+A plugin that fails to load (import error, wrong object, name mismatch) raises `PluginError`
+with one line naming it; listing families and every other family keep working.
+`family_source(name)` says where a family came from (`horizonrl envs` shows it).
 """
 
 from __future__ import annotations
@@ -15,14 +29,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.metadata
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from horizonrl.envs.core import TextEnv, UnknownItemError, parse_item_id
+from horizonrl.envs.items import ItemTable
+
+ENTRY_POINT_GROUP = "horizonrl.envs"
 
 # family id -> module that defines `SPEC`
 BUILTIN_FAMILIES: dict[str, str] = {
@@ -34,6 +52,14 @@ BUILTIN_FAMILIES: dict[str, str] = {
 }
 
 _REGISTERED: dict[str, FamilySpec] = {}
+_SOURCES: dict[str, str] = {}
+"""Family -> where it came from (`family_source`)."""
+_REFS: dict[str, str] = {}
+"""Family -> the `module:SPEC` reference it was loaded by (what a subprocess can load it by)."""
+
+
+class PluginError(RuntimeError):
+    """A plugin family could not be loaded; the message is one line naming the plugin and why."""
 
 
 class Expert(Protocol):
@@ -73,8 +99,44 @@ class FamilySpec:
     closing them; it yields env kwargs to add (e.g. how to reach the backends) for every env
     it makes, in this process or in worker processes. Use `services(env_kwargs)`."""
     description: str = ""
+    prompt: Any = None
+    """The agent's prompt: a `horizonrl.agent.prompts.FamilyPrompt`, or a dict of its fields
+    (`{"instruction": ..., "system": ..., "action_style": ...}`); None: the default prompt (the
+    env's first observation is the task, ReAct format). Built-in families keep theirs in
+    `horizonrl.agent.prompts`."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Family-specific facts other modules may read (e.g. the AgentGym compat variant)."""
+
+    @classmethod
+    def from_items(
+        cls,
+        name: str,
+        items: str | Path | ItemTable,
+        make_env: Callable[..., TextEnv],
+        **fields: Any,
+    ) -> FamilySpec:
+        """A family whose items are the rows of a JSON/JSONL file (see `horizonrl.envs.items`).
+
+        Item `<name>_<i>` is row i; splits and categories come from the rows' `split` and
+        `category` fields. Each env `make_env(**kwargs)` builds gets the table as `env.items`
+        (what `horizonrl.envs.base.TextEnv.begin` reads). Other `FamilySpec` fields (expert,
+        prompt, description, ...) pass through `fields`.
+        """
+        table = items if isinstance(items, ItemTable) else ItemTable.load(name, items)
+
+        def make(**kwargs: Any) -> TextEnv:
+            env = make_env(**kwargs)
+            env.items = table  # type: ignore[attr-defined]
+            return env
+
+        return cls(
+            name=name,
+            make_env=make,
+            load_splits=table.splits,
+            categories=table.categories,
+            category_of=table.category_of,
+            **fields,
+        )
 
     def split(self, name: str) -> list[str]:
         splits = _cached_splits(self.name, self.load_splits)
@@ -108,28 +170,129 @@ def _cached_splits(name: str, loader: Callable[[], dict[str, list[str]]]) -> dic
     return {k: tuple(v) for k, v in loader().items()}
 
 
-def register(spec: FamilySpec, *, overwrite: bool = False) -> None:
+def register(spec: FamilySpec, *, overwrite: bool = False, source: str = "registered") -> None:
     """Register a family so `get_family`, the server, the CLI and the trainer can use it."""
+    if not isinstance(spec, FamilySpec):
+        raise TypeError(f"register() takes a FamilySpec, got {type(spec).__name__}")
     if spec.name in _REGISTERED and not overwrite:
-        raise ValueError(f"family {spec.name!r} is already registered")
+        raise ValueError(f"family {spec.name!r} is already registered ({family_source(spec.name)})")
     _REGISTERED[spec.name] = spec
+    _SOURCES.setdefault(spec.name, source)
+
+
+@functools.cache
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """Installed plugin families by entry-point name (read once per process)."""
+    found: dict[str, importlib.metadata.EntryPoint] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def _entry_point_label(ep: importlib.metadata.EntryPoint) -> str:
+    dist = ep.dist
+    where = f"{dist.name} {dist.version}" if dist is not None else "an installed package"
+    return f"plugin {ep.value} ({where})"
+
+
+def _load_ref(ref: str, what: str) -> FamilySpec:
+    """Import `module:ATTR` (ATTR may be dotted) and check that it is a `FamilySpec`."""
+    module_name, _, attr = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in (attr or "SPEC").split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # noqa: BLE001 (any failure of the user's module is reported in one line)
+        raise PluginError(f"{what}: cannot load {ref!r}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(obj, FamilySpec):
+        raise PluginError(f"{what}: {ref!r} is a {type(obj).__name__}, not a FamilySpec")
+    return obj
 
 
 def family_names() -> list[str]:
-    """All known family ids, built-in first."""
-    return list(dict.fromkeys([*BUILTIN_FAMILIES, *_REGISTERED]))
+    """All known family ids: built-in first, then installed plugins, then registered ones."""
+    return list(dict.fromkeys([*BUILTIN_FAMILIES, *_entry_points(), *_REGISTERED]))
+
+
+def family_source(name: str) -> str:
+    """Where family `name` comes from: `built-in`, `plugin mod:SPEC (dist version)`, `module mod:SPEC`, ..."""
+    if name in BUILTIN_FAMILIES:
+        return "built-in"
+    if name in _SOURCES:
+        return _SOURCES[name]
+    if name in _entry_points():
+        return _entry_point_label(_entry_points()[name])
+    return "registered"
+
+
+def family_ref(name: str) -> str:
+    """What another process can pass to `get_family` to get this family (`module:SPEC` or the name)."""
+    return _REFS.get(name, name)
+
+
+def is_reference(name: str) -> bool:
+    """`"mypkg.envs:SPEC"` is a reference to a spec; `"textcraft"` is a family name."""
+    return ":" in name
 
 
 def get_family(name: str) -> FamilySpec:
-    """Return the `FamilySpec` of `name`, importing the built-in module on first use."""
+    """The `FamilySpec` of a family name or a `module:SPEC` reference (see the module docstring)."""
     if name in _REGISTERED:
         return _REGISTERED[name]
-    if name not in BUILTIN_FAMILIES:
-        raise KeyError(f"unknown environment family {name!r}; known: {', '.join(family_names())}")
-    module = importlib.import_module(BUILTIN_FAMILIES[name])
-    spec: FamilySpec = module.SPEC
-    _REGISTERED[name] = spec
-    return spec
+    if is_reference(name):
+        if name in _REFS.values():
+            return _REGISTERED[next(k for k, v in _REFS.items() if v == name)]
+        spec = _load_ref(name, f"family reference {name!r}")
+        if spec.name in BUILTIN_FAMILIES:
+            raise PluginError(f"family reference {name!r}: its name {spec.name!r} is a built-in family's")
+        register(spec, source=f"module {name}")
+        _REFS.setdefault(spec.name, name)
+        return spec
+    if name in BUILTIN_FAMILIES:
+        module = importlib.import_module(BUILTIN_FAMILIES[name])
+        spec = module.SPEC
+        _REGISTERED[name] = spec
+        return spec
+    if name in _entry_points():
+        ep = _entry_points()[name]
+        label = _entry_point_label(ep)
+        spec = _load_ref(ep.value, f"{label}, family {name!r}")
+        if spec.name != name:
+            raise PluginError(f"{label}: the entry point is named {name!r} but its spec is {spec.name!r}")
+        register(spec, source=label)
+        return spec
+    raise KeyError(f"unknown environment family {name!r}; known: {', '.join(family_names())}")
+
+
+def load_plugins(modules: Iterable[str]) -> list[FamilySpec]:
+    """Import plugin modules (configs' `env.plugins`); returns the families they added.
+
+    A module registers its families with `register()` when imported, or defines a module-level
+    `SPEC`, which is registered here; a `module:SPEC` reference is loaded like `get_family`'s.
+    """
+    added: list[FamilySpec] = []
+    for module in modules:
+        if is_reference(module):
+            added.append(get_family(module))
+            continue
+        before = set(_REGISTERED)
+        try:
+            imported = importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001
+            raise PluginError(
+                f"plugin module {module!r}: cannot import: {type(exc).__name__}: {exc}"
+            ) from exc
+        spec = getattr(imported, "SPEC", None)
+        if isinstance(spec, FamilySpec) and spec.name not in _REGISTERED:
+            register(spec, source=f"module {module}")
+            _REFS.setdefault(spec.name, f"{module}:SPEC")
+        new = [_REGISTERED[n] for n in _REGISTERED if n not in before]
+        if not new and not isinstance(spec, FamilySpec):
+            raise PluginError(f"plugin module {module!r} registered no family and defines no SPEC")
+        for s in new:
+            _SOURCES[s.name] = f"module {module}"
+        added.extend(new)
+    return added
 
 
 def family_of(item_id: str) -> FamilySpec:

@@ -63,6 +63,8 @@ class EvalSettings(EvalRolloutSettings):
     api_key_env: str = "OPENAI_API_KEY"
     out: str = "runs/eval"
     progress: bool = True
+    show_available_actions: bool = False
+    """Append the env's available actions to each observation (`agent.show_available_actions`)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -70,7 +72,12 @@ class EvalSettings(EvalRolloutSettings):
             raise ValueError("--server serves one family; give servers={family: url} for several")
 
     def engine_config(self, family: str) -> EngineConfig:
-        return EngineConfig.of(self, max_turns=self.turn_cap(family), progress=self.progress)
+        return EngineConfig.of(
+            self,
+            max_turns=self.turn_cap(family),
+            progress=self.progress,
+            show_available_actions=self.show_available_actions,
+        )
 
 
 _FLAGS = (

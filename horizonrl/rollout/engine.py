@@ -75,6 +75,10 @@ class EngineConfig(RolloutSettings):
     logprob_temperature: float | None = None
     """T of `softmax(logits / T)`, the distribution the trajectory's logprobs are under (None:
     the sampling temperature, 1 when greedy); recorded as `meta["logprob_temperature"]`."""
+    show_available_actions: bool = False
+    """Append the env's available actions (`Available actions: a, b, ...`) to the first and every
+    later observation, for envs that list them (`available_actions()` not None), as the
+    reference's agents can; envs with free-form actions are unaffected."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -279,6 +283,12 @@ class RolloutEngine:
         traj.category = str(info.get("category", traj.category))
         traj.score, traj.success = float(info.get("score", 0.0)), bool(info.get("success", False))
         traj.keep_info(0, info)
+        if cfg.show_available_actions:
+            try:
+                observation = await self._with_actions(ep.env, observation)
+            except Exception as exc:  # noqa: BLE001
+                ep.fail(_reason("available actions", exc, cfg.env_timeout_s))
+                return
         messages = self.prompt.initial_messages(observation)
         ep.conv = TokenConversation(self.fmt, messages) if self.fmt else MessageConversation(messages)
 
@@ -340,9 +350,17 @@ class RolloutEngine:
     async def _step(self, ep: Episode, action: str) -> StepResult | str:
         assert ep.env is not None
         try:
-            return await asyncio.wait_for(ep.env.step(action), self.config.env_timeout_s)
+            result = await asyncio.wait_for(ep.env.step(action), self.config.env_timeout_s)
+            if self.config.show_available_actions and not result.done:
+                result.observation = await self._with_actions(ep.env, result.observation)
+            return result
         except Exception as exc:  # noqa: BLE001
             return _reason("step", exc, self.config.env_timeout_s)
+
+    async def _with_actions(self, env: AsyncEnv, observation: str) -> str:
+        """`observation` followed by the env's available actions, when it lists them."""
+        actions = await asyncio.wait_for(env.available_actions(), self.config.env_timeout_s)
+        return f"{observation}\n\nAvailable actions: {', '.join(actions)}" if actions else observation
 
     def _after_turn(self, ep: Episode, observation: str) -> None:
         """Turn cap, then the budget check, then the observation turn."""

@@ -37,6 +37,8 @@ class AsyncEnv(Protocol):
 
     async def step(self, action: str) -> StepResult: ...
 
+    async def available_actions(self) -> list[str] | None: ...
+
     async def close(self) -> None: ...
 
 
@@ -59,6 +61,10 @@ class ThreadedEnv:
     async def step(self, action: str) -> StepResult:
         result: StepResult = await self._call(self.env.step, action)
         return result
+
+    async def available_actions(self) -> list[str] | None:
+        actions: list[str] | None = await self._call(self.env.available_actions)
+        return actions
 
     async def close(self) -> None:
         await self._call(self.env.close)

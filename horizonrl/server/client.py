@@ -71,6 +71,8 @@ from horizonrl.server.agentgym import (
 
 T = TypeVar("T")
 Protocol = Literal["v1", "agentgym"]
+STEP_FIELDS = ("observation", "reward", "terminated", "truncated", "info")
+"""The fields of a v1 step answer (docs/protocol.md)."""
 
 # never reached the server: safe to resend anything
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -226,7 +228,12 @@ class _Session:
             reply = yield call
             if reply.error:
                 raise self.fail(call, reply)
-            return StepResult.from_dict(reply.payload)
+            payload = reply.payload
+            missing = [k for k in STEP_FIELDS if not isinstance(payload, dict) or k not in payload]
+            if missing:
+                has = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
+                raise EnvError(f"{self.label}: step answer lacks {missing} (has {has}); see docs/protocol.md")
+            return StepResult.from_dict(payload)
         if self.num is None:
             raise EnvError(f"{self.label}: step before reset")
         body = {self.layout.id_field: self.num, "action": action}

@@ -50,8 +50,10 @@ def agentevol_main(args: argparse.Namespace) -> int:
 
 def run(cfg: Config) -> int:
     """Run the workflow of `cfg` (env servers started when `env.launch`), then say where it went."""
+    from horizonrl.trainer.families import resolve_config_families
     from horizonrl.trainer.servers import env_servers
 
+    cfg = resolve_config_families(cfg)
     name = cfg.algorithm.name
     workflow = get_workflow(name)
     warm_start = workflow.warm_start and cfg.sft.warmup_steps > 0

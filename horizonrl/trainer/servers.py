@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from horizonrl.config import Config
+from horizonrl.envs.registry import family_ref, get_family
+from horizonrl.server.external import is_external
 from horizonrl.trainer.workflows import RunAborted
 
 STARTUP_TIMEOUT_S = 120.0
@@ -186,12 +188,14 @@ def start_env_servers(
     try:
         if cfg.env.launch:
             families = list(dict.fromkeys([*cfg.data.families, *cfg.eval.families]))
+            plugins = [arg for module in cfg.env.plugins for arg in ("--plugin", module)]
             for offset, family in enumerate(families):
-                if family in urls:
+                if family in urls or is_external(get_family(family)):  # an external family has its server
                     continue
                 port = cfg.env.base_port + offset
                 urls[family] = f"http://{cfg.env.host}:{port}"
-                cmd = [sys.executable, "-m", "horizonrl.cli", "serve", family, "--host", cfg.env.host]
+                cmd = [sys.executable, "-m", "horizonrl.cli", *plugins, "serve", family_ref(family)]
+                cmd += ["--host", cfg.env.host]
                 launched[family] = LaunchedServer.start(family, urls[family], [*cmd, "--port", str(port)])
             for server in launched.values():
                 wait_healthy(server.url, server.process)

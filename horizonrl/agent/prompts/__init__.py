@@ -1,6 +1,9 @@
 """Per-family prompts: the system prompt, the instruction, how a response is written and parsed.
 
-Every family has one module here defining `PROMPT: FamilyPrompt`. The expert solvers
+Every built-in family has one module here defining `PROMPT: FamilyPrompt`; a user's family
+brings its prompt in its `FamilySpec.prompt` (a `FamilyPrompt` or a dict of its fields), or gets
+`default_prompt`: the env's first observation states the task, and the instruction only asks for
+the ReAct format (`DEFAULT_INSTRUCTION`). The expert solvers
 write their demonstrations with `format_response`, and the agent parses model output
 with `parse_action`, so demonstrations and rollouts share one text format.
 
@@ -19,6 +22,7 @@ import importlib
 from dataclasses import dataclass
 
 from horizonrl.agent.parsing import ParsedAction, parse_react
+from horizonrl.envs.registry import get_family
 
 PROMPT_MODULES: dict[str, str] = {
     "textcraft": "horizonrl.agent.prompts.textcraft",
@@ -32,6 +36,16 @@ DEFAULT_SYSTEM = (
     "You are an agent that solves tasks in a text environment by acting step by step. "
     "Each turn, think briefly, then give exactly one action."
 )
+
+
+DEFAULT_INSTRUCTION = (
+    "Solve the task described below by interacting with the environment, one action per turn.\n"
+    "\n"
+    "Answer every turn in this format:\n"
+    "Thought: <short reasoning>\n"
+    "Action: <one action>"
+)
+"""The instruction of a family without its own: the first observation says what the task is."""
 
 
 @dataclass(frozen=True)
@@ -73,11 +87,31 @@ def register_prompt(prompt: FamilyPrompt) -> None:
     _REGISTERED[prompt.family] = prompt
 
 
+def default_prompt(family: str, **fields: str) -> FamilyPrompt:
+    """The prompt of a family without its own: `DEFAULT_INSTRUCTION`, then the first observation."""
+    return FamilyPrompt(family=family, **{"instruction": DEFAULT_INSTRUCTION, **fields})
+
+
 def get_prompt(family: str) -> FamilyPrompt:
+    """The prompt of `family`: registered, built-in, the spec's `prompt`, else `default_prompt`."""
     if family in _REGISTERED:
         return _REGISTERED[family]
-    if family not in PROMPT_MODULES:
-        known = ", ".join([*PROMPT_MODULES, *_REGISTERED])
-        raise KeyError(f"no prompt for family {family!r}; known: {known}")
-    prompt: FamilyPrompt = importlib.import_module(PROMPT_MODULES[family]).PROMPT
-    return prompt
+    if family in PROMPT_MODULES:
+        prompt: FamilyPrompt = importlib.import_module(PROMPT_MODULES[family]).PROMPT
+        return prompt
+    spec = get_family(family)  # KeyError naming the known families
+    if isinstance(spec.prompt, FamilyPrompt):
+        return spec.prompt
+    if spec.prompt is None:
+        return default_prompt(spec.name)
+    if not isinstance(spec.prompt, dict):
+        raise TypeError(
+            f"family {spec.name!r}: prompt must be a FamilyPrompt or a dict, got {spec.prompt!r:.80}"
+        )
+    valid = {"instruction", "system", "action_style"}
+    unknown = set(spec.prompt) - valid
+    if unknown:
+        raise ValueError(
+            f"family {spec.name!r}: unknown prompt keys {sorted(unknown)}; valid: {sorted(valid)}"
+        )
+    return default_prompt(spec.name, **{k: str(v) for k, v in spec.prompt.items()})
