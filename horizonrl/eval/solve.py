@@ -28,7 +28,7 @@ from horizonrl.envs.core import EnvError, TextEnv
 from horizonrl.envs.registry import FamilySpec, get_family
 from horizonrl.envs.wrappers import TurnLimit
 from horizonrl.eval.metrics import success_summary
-from horizonrl.rollout.trajectory import Trajectory, write_jsonl
+from horizonrl.rollout.trajectory import Trajectory, record_view, write_jsonl
 
 EXPERT_TURN_GUARD = 1000
 """Turns after which an uncapped expert episode is stopped as `failed` (5x the longest gold path seen)."""
@@ -51,6 +51,7 @@ def play_expert(
     try:
         observation, info = played.reset(item_id, seed=seed)
         traj.messages = prompt.initial_messages(observation)
+        record_view(traj, info)
         expert.reset(item_id, observation, info)
         while True:
             thought, action = expert.act(observation)
@@ -62,6 +63,7 @@ def play_expert(
             traj.reward += float(result.reward)
             traj.success = bool(result.info["success"])
             traj.score = float(result.info["score"])
+            record_view(traj, result.info)
             if result.done:
                 traj.terminated, traj.truncated = result.terminated, result.truncated
                 traj.meta["final_observation"] = observation

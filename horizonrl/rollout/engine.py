@@ -54,7 +54,7 @@ from horizonrl.rollout.backends.base import (
 from horizonrl.rollout.envpool import AsyncEnv, EnvPool
 from horizonrl.rollout.progress import RolloutProgress
 from horizonrl.rollout.settings import RolloutSettings
-from horizonrl.rollout.trajectory import Trajectory
+from horizonrl.rollout.trajectory import Trajectory, record_view
 
 
 @dataclass(frozen=True)
@@ -260,6 +260,7 @@ class RolloutEngine:
             return
         traj.category = str(info.get("category", traj.category))
         traj.score, traj.success = float(info.get("score", 0.0)), bool(info.get("success", False))
+        record_view(traj, info)
         messages = self.prompt.initial_messages(observation)
         ep.conv = TokenConversation(self.fmt, messages) if self.fmt else MessageConversation(messages)
 
@@ -321,6 +322,7 @@ class RolloutEngine:
             traj.reward += float(outcome.reward)
             traj.success = bool(outcome.info.get("success", traj.success))
             traj.score = float(outcome.info.get("score", traj.score))
+            record_view(traj, outcome.info)
             if outcome.terminated:
                 ep.observation = outcome.observation
                 ep.finish("terminated", terminated=True, truncated=outcome.truncated)

@@ -11,6 +11,10 @@ the same chat builder at SFT time.
      "logprobs": [null, ..., -0.12, ...], ...}
 
 `logprobs` is aligned with `token_ids` and is null exactly where `loss_mask` is 0.
+
+What an env shows besides text (`VIEW_KEYS` of its `info`: BabyAI's `grid`, a web page's
+`screenshot` path) is kept in `meta["views"]`, keyed by the number of turns played when that
+observation was shown (`"0"`: after reset), for the viewer's replay; absent for envs without.
 """
 
 from __future__ import annotations
@@ -84,6 +88,17 @@ class Trajectory:
         meta = dict(data.get("meta") or {})
         meta.update({k: data[k] for k in unknown})
         return cls(**{k: v for k, v in data.items() if k in known and k != "meta"}, meta=meta)
+
+
+VIEW_KEYS = ("grid", "screenshot")
+"""`info` keys that describe what the agent saw, copied into `meta["views"]` (see above)."""
+
+
+def record_view(traj: Trajectory, info: dict[str, Any]) -> None:
+    """Keep `info`'s view keys for the observation shown after `traj.num_turns` turns."""
+    view = {key: info[key] for key in VIEW_KEYS if key in info}
+    if view:
+        traj.meta.setdefault("views", {})[str(traj.num_turns)] = view
 
 
 def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], *, append: bool = False) -> int:
