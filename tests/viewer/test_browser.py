@@ -78,6 +78,7 @@ def page(browser: Any, server: str) -> Iterator[Any]:
 
 
 def open_page(page: Any, hash_: str, wait_for: str, query: str = "") -> None:
+    page.goto("about:blank")  # a fresh load: a hash change alone would leave the old page up for a while
     page.goto(f"{page.base}{query}#{hash_}")
     page.wait_for_selector(wait_for, timeout=20_000)
 
@@ -189,10 +190,13 @@ def test_compare_overlays_runs_by_step_and_by_sampled_tokens(page, tmp_path):
     assert caps.count() == 2
     by_step = main.locator("text.tick.x").all_text_contents()
     page.select_option("select.x-axis", "tokens")
-    page.wait_for_function("location.hash.includes('x=tokens')")
-    page.wait_for_selector(".compare-charts figure text.tick.x")
+    page.wait_for_function(  # the page is redrawn with the new axis
+        "[...document.querySelectorAll('.compare-charts figure text.tick')]"
+        ".some((t) => t.textContent === 'sampled tokens')"
+    )
     by_tokens = page.locator(".compare-charts figure").first.locator("text.tick.x").all_text_contents()
     assert by_tokens != by_step and int(by_tokens[-1].rstrip("k")) > 3
+    page.wait_for_selector("table.compare tbody tr")  # the reports load after the charts
     rows = page.locator("table.compare tbody tr")
     assert rows.count() >= 2 and rows.last.get_attribute("data-category") == "all"
     shoot(page, tmp_path, "compare")
@@ -228,6 +232,7 @@ def test_planted_logprob_mismatch_is_flagged_in_the_token_view(page, root, tmp_p
     flagged = page.locator(".tokens .tok.mismatch")
     assert flagged.count() == 1 and flagged.get_attribute("data-i") == str(position)
     assert "learner − rollout logprob -2" in flagged.get_attribute("title")
+    flagged.scroll_into_view_if_needed()
     shoot(page, tmp_path, "mismatch")
 
 

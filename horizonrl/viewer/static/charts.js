@@ -42,8 +42,11 @@ function chart(name, series, opts = {}) {
     box.appendChild(svg("text", { x: L - 4, y: Y(y) + 4, class: "tick y", "text-anchor": "end" })).textContent = num(y);
   }
   const xt = new Set(all.map((p) => p[0])).size === 1 ? [all[0][0]] : [x0, x1];
-  for (const x of xt) box.appendChild(svg("text", { x: X(x), y: H - 8, class: "tick x", "text-anchor": "middle" })).textContent = fmtX(x);
-  if (opts.xLabel) box.appendChild(svg("text", { x: W - R, y: H - 8, class: "tick", "text-anchor": "end" })).textContent = opts.xLabel;
+  xt.forEach((x, k) => {  // the outer ticks align inwards, so wide labels stay inside the box
+    const anchor = xt.length === 1 ? "middle" : k === 0 ? "start" : "end";
+    box.appendChild(svg("text", { x: X(x), y: H - 8, class: "tick x", "text-anchor": anchor })).textContent = fmtX(x);
+  });
+  if (opts.xLabel) box.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 8, class: "tick", "text-anchor": "middle" })).textContent = opts.xLabel;
   for (const s of lines) {
     let pts = s.pts.map(([x, y]) => [X(x), Y(y)]);
     if (step) pts = pts.flatMap((p, i) => (i ? [[p[0], pts[i - 1][1]], p] : [p]));
