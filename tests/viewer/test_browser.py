@@ -93,7 +93,7 @@ def shoot(page: Any, tmp_path: Path, name: str) -> None:
 def coloured_pixels(png: bytes, rgb: tuple[int, int, int], tol: int = 40) -> int:
     from io import BytesIO
 
-    from PIL import Image
+    from PIL import Image  # Pillow comes with tensorboard, a core dependency
 
     image = Image.open(BytesIO(png)).convert("RGB")
     return sum(1 for px in image.getdata() if all(abs(a - b) <= tol for a, b in zip(px, rgb, strict=True)))
