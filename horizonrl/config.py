@@ -428,6 +428,10 @@ class LoggingConfig:
     """Log to Weights & Biases under this project when set (needs `wandb` installed)."""
     save_trajectories: bool = True
     """Write trajectories/step_N.jsonl every step."""
+    save_token_stats: bool = False
+    """Also write trajectories/token_stats/step_N.jsonl: per sampled token of every trajectory in the
+    update, the advantage, the learner's old logprob, the reference logprob and KL, the token reward
+    (and value / return with a critic), for the viewer's token view. About 5 floats per sampled token."""
     console: bool = True
     """Print one progress line per step."""
 

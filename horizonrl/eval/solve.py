@@ -29,7 +29,7 @@ from horizonrl.envs.core import EnvError, TextEnv
 from horizonrl.envs.registry import FamilySpec, get_family
 from horizonrl.envs.wrappers import TurnLimit
 from horizonrl.eval.metrics import success_summary
-from horizonrl.rollout.trajectory import Trajectory, write_jsonl
+from horizonrl.rollout.trajectory import Trajectory, record_view, write_jsonl
 
 EXPERT_TURN_GUARD = 1000
 """Turns after which an uncapped expert episode is stopped as `failed` (5x the longest gold path seen)."""
@@ -52,7 +52,7 @@ def play_expert(
     try:
         observation, info = played.reset(item_id, seed=seed)
         traj.messages = prompt.initial_messages(observation)
-        traj.keep_info(0, info)
+        record_view(traj, info)
         expert.reset(item_id, observation, info)
         while True:
             thought, action = expert.act(observation)
@@ -61,10 +61,10 @@ def play_expert(
             observation = result.observation
             traj.num_turns += 1
             traj.turn_rewards.append(float(result.reward))
-            traj.keep_info(traj.num_turns, result.info)
             traj.reward += float(result.reward)
             traj.success = bool(result.info["success"])
             traj.score = float(result.info["score"])
+            record_view(traj, result.info)
             if result.done:
                 traj.terminated, traj.truncated = result.terminated, result.truncated
                 traj.meta["final_observation"] = observation

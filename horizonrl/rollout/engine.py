@@ -59,7 +59,7 @@ from horizonrl.rollout.backends.base import (
 from horizonrl.rollout.envpool import AsyncEnv, EnvPool
 from horizonrl.rollout.progress import RolloutProgress
 from horizonrl.rollout.settings import RolloutSettings
-from horizonrl.rollout.trajectory import Trajectory
+from horizonrl.rollout.trajectory import Trajectory, record_view
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ class RolloutEngine:
             return
         traj.category = str(info.get("category", traj.category))
         traj.score, traj.success = float(info.get("score", 0.0)), bool(info.get("success", False))
-        traj.keep_info(0, info)
+        record_view(traj, info)
         if cfg.show_available_actions:
             try:
                 observation = await self._with_actions(ep.env, observation)
@@ -335,9 +335,9 @@ class RolloutEngine:
             return
         traj.turn_rewards.append(float(outcome.reward))
         traj.reward += float(outcome.reward)
-        traj.keep_info(traj.num_turns, outcome.info)
         traj.success = bool(outcome.info.get("success", traj.success))
         traj.score = float(outcome.info.get("score", traj.score))
+        record_view(traj, outcome.info)
         if outcome.terminated:
             ep.observation = outcome.observation
             ep.finish("terminated", terminated=True, truncated=outcome.truncated)

@@ -12,11 +12,12 @@ the same chat builder at SFT time.
 
 `logprobs` is aligned with `token_ids` and is null exactly where `loss_mask` is 0.
 
-Screenshots: an env that reports `info["screenshot"]` (a base64 PNG: the web family with
-`env.kwargs.screenshots=true`) gets it kept per turn in `turn_infos` (`{"turn": 0, ...}` is
-the reset's page, `turn` i the page after turn i). `write_jsonl` saves each as a PNG file in
-`<name>.screenshots/` beside the JSONL file and writes, in the record, `info["screenshot"]`
-= that file's path relative to the JSONL's directory.
+What an env shows besides text (`VIEW_KEYS` of its `info`: BabyAI's `grid`, a web page's
+`screenshot` path) is kept in `meta["views"]`, keyed by the number of turns played when that
+observation was shown (`"0"`: after reset), for the viewer's replay; absent for envs without.
+In memory a `screenshot` is a base64 PNG (the web family with `env.kwargs.screenshots=true`);
+`write_jsonl` saves each as a PNG file in `<name>.screenshots/` beside the JSONL file and
+writes that file's path, relative to the JSONL's directory, in its place.
 """
 
 from __future__ import annotations
@@ -28,10 +29,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-KEPT_INFO_KEYS = ("screenshot",)
-"""Env info keys a trajectory keeps per turn (`Trajectory.turn_infos`); `screenshot` is a base64
-PNG in memory and a file path in a written JSONL."""
 
 
 @dataclass
@@ -70,16 +67,7 @@ class Trajectory:
     group_id: int = 0
     """Samples of the same item in one batch share a group id (GRPO / RLOO)."""
     sample_index: int = 0
-    turn_infos: list[dict[str, Any]] = field(default_factory=list)
-    """The `KEPT_INFO_KEYS` of the env's info, per observation that had any: `{"turn": i, ...}`
-    (0: after reset; i: after turn i); empty for envs that report none."""
     meta: dict[str, Any] = field(default_factory=dict)
-
-    def keep_info(self, turn: int, info: dict[str, Any]) -> None:
-        """Keep the info keys trajectories keep (`KEPT_INFO_KEYS`) of the observation after `turn`."""
-        kept = {key: info[key] for key in KEPT_INFO_KEYS if info.get(key) is not None}
-        if kept:
-            self.turn_infos.append({"turn": turn, **kept})
 
     def __post_init__(self) -> None:
         if self.token_ids:
@@ -107,6 +95,17 @@ class Trajectory:
         return cls(**{k: v for k, v in data.items() if k in known and k != "meta"}, meta=meta)
 
 
+VIEW_KEYS = ("grid", "screenshot")
+"""`info` keys that describe what the agent saw, copied into `meta["views"]` (see above)."""
+
+
+def record_view(traj: Trajectory, info: dict[str, Any]) -> None:
+    """Keep `info`'s view keys for the observation shown after `traj.num_turns` turns."""
+    view = {key: info[key] for key in VIEW_KEYS if key in info}
+    if view:
+        traj.meta.setdefault("views", {})[str(traj.num_turns)] = view
+
+
 def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], *, append: bool = False) -> int:
     """Write trajectories one JSON object per line; returns how many were written."""
     path = Path(path)
@@ -115,23 +114,25 @@ def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], *, append:
     with path.open("a" if append else "w") as f:
         for traj in trajectories:
             record = traj.to_dict()
-            record["turn_infos"] = [_saved_screenshot(path, info) for info in traj.turn_infos]
+            views = record["meta"].get("views")
+            if views:
+                record["meta"]["views"] = {k: _saved_screenshot(path, v) for k, v in views.items()}
             f.write(json.dumps(record) + "\n")
             n += 1
     return n
 
 
-def _saved_screenshot(jsonl: Path, info: dict[str, Any]) -> dict[str, Any]:
-    """`info` with a base64 `screenshot` saved as a PNG beside `jsonl` and replaced by its relative path."""
-    data = info.get("screenshot")
+def _saved_screenshot(jsonl: Path, view: dict[str, Any]) -> dict[str, Any]:
+    """`view` with a base64 `screenshot` saved as a PNG beside `jsonl` and replaced by its relative path."""
+    data = view.get("screenshot")
     if not isinstance(data, str) or data.endswith(".png"):
-        return dict(info)
+        return view
     png = base64.b64decode(data)
     folder = jsonl.parent / f"{jsonl.stem}.screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{hashlib.sha1(png).hexdigest()[:16]}.png"  # by content: a rewrite of the same file reuses it
     (folder / name).write_bytes(png)
-    return {**info, "screenshot": f"{folder.name}/{name}"}
+    return {**view, "screenshot": f"{folder.name}/{name}"}
 
 
 def iter_jsonl(path: str | Path) -> Iterator[Trajectory]:

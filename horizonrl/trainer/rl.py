@@ -10,7 +10,8 @@ One step, as the named phases of `RLTrainer.fit()`:
 3. advantages  place rewards on sampled tokens (outcome on the last sampled token), optional KL
                penalty, then the configured estimator (one signature for all of them)
 4. update      `algorithm.ppo_epochs` passes of clipped policy loss (+ KL, entropy, value loss)
-5. log / save  metrics.jsonl + TensorBoard, trajectories/step_N.jsonl, checkpoints, eval
+5. log / save  metrics.jsonl + TensorBoard, trajectories/step_N.jsonl (+ per-token update data with
+               `logging.save_token_stats`, see `horizonrl.trainer.token_stats`), checkpoints, eval
 
 Simplifications, stated up front: one learner process; the learner and the `hf` rollout backend
 share one `nn.Module` (or a bf16 copy synced before each rollout). Failure and truncation:
@@ -42,6 +43,7 @@ from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.run import TrainingRun
 from horizonrl.trainer.schedule import make_schedule
+from horizonrl.trainer.token_stats import token_stats_path, write_token_stats
 from horizonrl.trainer.workflows import RunAborted
 
 
@@ -126,6 +128,9 @@ class RLTrainer(TrainingRun):
             stats = {**sync_stats, **select_stats, **adv_stats, **update_stats}
             stats["update/skipped"] = float(batch is None)
             metrics = self.log(episodes, trajectories, batch, stats, timer, cap)
+            if cfg.logging.save_token_stats and batch is not None:
+                path = token_stats_path(self.run_dir, self.step)
+                write_token_stats(path, batch, kept, trajectories, cfg.algorithm.kl_estimator)
             if metrics["failed/frac"] < 1:  # an env outage says nothing about the policy
                 self.schedule.update(self.step - 1, metrics["success/mean"])  # over played episodes
             self.check_health(trajectories, update_stats)

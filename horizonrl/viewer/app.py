@@ -12,7 +12,12 @@ behind it:
     GET /api/runs/{run}/trajectories?source=step_3&offset=0&limit=50
         &success=true|false&category=C&item=SUBSTR&sort=index|score|turns|reward|item_id&order=asc|desc
     GET /api/runs/{run}/trajectories/{source}/{index}         one record, split into turns
-    GET /api/runs/{run}/trajectories/{source}/{index}/tokens  token ids, loss mask, logprobs
+    GET /api/runs/{run}/trajectories/{source}/{index}/tokens  token ids, loss mask, logprobs, and
+        the update's per-token advantages / learner and reference logprobs / KL / rewards when saved
+    GET /api/runs/{run}/trajectories/{source}/{index}/screenshot/{turn}  a web page screenshot (PNG)
+    GET /api/runs/{run}/groups?source=step_3                 the GRPO groups of a step
+    GET /api/runs/{run}/groups/{source}/{key}                one group's samples side by side
+    GET /api/reports                                         every eval report of every run
 
 Ids come from the scan of the root (see `horizonrl.viewer.store`): an unknown run, source
 or index is a 404, bad query values a 400, both as `{"error": {"code", "message"}}`. The
@@ -33,10 +38,17 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from horizonrl.viewer.replay import TokenDecoder, find_tokenizer_file, token_stats, turns_of
-from horizonrl.viewer.store import JsonlIndex, Run, Store
+from horizonrl.viewer.store import JsonlIndex, Run, Store, token_stats_file
+from horizonrl.viewer.training import expand_token_stats, group_detail, groups_of
 
 STATIC_DIR = Path(__file__).parent / "static"
-STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css"}
+STATIC_FILES = {
+    "app.js": "text/javascript",
+    "charts.js": "text/javascript",
+    "pages.js": "text/javascript",
+    "tokens.js": "text/javascript",
+    "style.css": "text/css",
+}
 TOKEN_FIELDS = ("token_ids", "loss_mask", "logprobs")
 HEADLINE_METRICS = ("reward/mean", "success/mean", "turns/mean", "schedule/max_turns", "eval/success")
 MAX_CONFIG_CHARS = 100_000
@@ -150,7 +162,7 @@ def create_app(root: str | Path) -> FastAPI:
                 for name in HEADLINE_METRICS
                 if name in metrics["series"]
             }
-            latest_report = store.report(run, list(run.reports)[-1]) if run.reports else None
+            latest_report = store.report(run, list(run.reports)[-1]) if run.reports else None  # in run order
             rows.append(
                 {
                     "id": run.id,
@@ -257,6 +269,8 @@ def create_app(root: str | Path) -> FastAPI:
             raise _error(404, f"{source} has no trajectory {index}")
         ids = [int(i) for i in record.get("token_ids") or []]
         dec = decoder(run) if ids else None
+        path = get_source(run, source)
+        row = store.token_stats(path, index)
         return {
             "token_ids": ids,
             "loss_mask": record.get("loss_mask") or [],
@@ -265,7 +279,63 @@ def create_app(root: str | Path) -> FastAPI:
             "turn_ends": record.get("turn_ends") or [],
             "pieces": dec.pieces(ids) if dec else None,
             "tokenizer": str(dec.path) if dec else None,
+            "token_stats_saved": token_stats_file(path).is_file(),
+            "in_update": row is not None,
+            "stats": expand_token_stats(row, len(ids)) if row else {},
         }
+
+    @app.get("/api/runs/{run_id}/trajectories/{source}/{index}/screenshot/{turn}")
+    def screenshot(run_id: str, source: str, index: int, turn: int) -> FileResponse:
+        run = get_run(run_id)
+        path = get_source(run, source)
+        record = store.record(path, index)
+        views = ((record or {}).get("meta") or {}).get("views") or {}
+        name = (views.get(str(turn)) or {}).get("screenshot") if isinstance(views, dict) else None
+        if not isinstance(name, str) or not name:
+            raise _error(404, f"{source} #{index} has no screenshot at turn {turn}")
+        image = (path.parent / name).resolve()
+        if image.suffix.lower() != ".png" or not image.is_relative_to(store.base) or not image.is_file():
+            raise _error(404, f"screenshot {name!r} is not a PNG file inside {store.base}")
+        return FileResponse(image, media_type="image/png")
+
+    @app.get("/api/runs/{run_id}/groups")
+    def list_groups(run_id: str, source: str) -> dict[str, Any]:
+        run = get_run(run_id)
+        path = get_source(run, source)
+        groups = groups_of(store.index(path).summaries)
+        return {"source": source, "groups": groups, "token_stats_saved": token_stats_file(path).is_file()}
+
+    @app.get("/api/runs/{run_id}/groups/{source}/{key}")
+    def group(run_id: str, source: str, key: int) -> dict[str, Any]:
+        run = get_run(run_id)
+        path = get_source(run, source)
+        found = next((g for g in groups_of(store.index(path).summaries) if g["key"] == key), None)
+        if found is None:
+            raise _error(404, f"{source} has no group starting at trajectory {key}")
+        records = [(i, store.record(path, i) or {}) for i in found["indexes"]]
+        stats = {i: store.token_stats(path, i) for i in found["indexes"]}
+        return {
+            **found,
+            **group_detail(records, stats),
+            "token_stats_saved": token_stats_file(path).is_file(),
+        }
+
+    @app.get("/api/reports")
+    def list_reports() -> dict[str, Any]:
+        rows = []
+        for run in store.runs().values():
+            for name in run.reports:
+                report = store.report(run, name) or {}
+                rows.append(
+                    {
+                        "run": run.id,
+                        "name": name,
+                        **{k: report.get(k) for k in ("model", "env", "split", "step", "n_items", "n")},
+                        "success_rate": report.get("success_rate"),
+                        "categories": sorted(report.get("by_category") or {}),
+                    }
+                )
+        return {"reports": rows}
 
     return app
 

@@ -5,6 +5,10 @@ user(observation), assistant, ...`; the observation after the last action is kep
 `meta.final_observation`. Turn `k` is "observation k -> response k (thought, action) ->
 reward k", where `turn_rewards[k]` is the env reward of that action.
 
+What the env showed besides text (`meta["views"]`: BabyAI's `grid`, a web page's `screenshot`)
+comes with each turn as `view` (the page draws the grid, or loads the screenshot through the
+app, which serves only files inside the viewer's root).
+
 Token view: `token_ids`, `loss_mask` and `logprobs` as saved, with per-token text only
 when a tokenizer file is cheaply at hand (a `tokenizer.json` in the run's checkpoints, in
 the configured model folder or in horizonrl's converted default model). The viewer never
@@ -98,8 +102,25 @@ def turns_of(record: dict[str, Any]) -> dict[str, Any]:
         turns[-1]["observation_after"] = final
     if not turns and final is None:
         final = observation
+    views = meta.get("views") if isinstance(meta, dict) else None
+    for turn in turns:
+        turn["view"] = view_at(views, turn["turn"])
     return {"system": system, "instruction": instruction, "first_observation": observation if not turns
-            else turns[0]["observation"], "turns": turns, "final_observation": final}  # fmt: skip
+            else turns[0]["observation"], "turns": turns, "final_observation": final,
+            "final_view": view_at(views, len(turns))}  # fmt: skip
+
+
+def view_at(views: Any, turns_played: int) -> dict[str, Any] | None:
+    """The env's view data (`meta["views"]`, see `horizonrl.rollout.trajectory`) shown after
+    `turns_played` turns: the latest one recorded at or before it, with its key."""
+    if not isinstance(views, dict):
+        return None
+    keys = [int(k) for k in views if str(k).isdigit() and int(k) <= turns_played]
+    if not keys:
+        return None
+    key = max(keys)
+    view = views.get(str(key))
+    return {**view, "key": key} if isinstance(view, dict) else None
 
 
 def token_stats(record: dict[str, Any]) -> dict[str, Any]:

@@ -48,7 +48,8 @@ class Run:
     sources: dict[str, Path] = field(default_factory=dict)
     """Trajectory files of this run by source id, in display order."""
     reports: dict[str, Path] = field(default_factory=dict)
-    """`report.json` files by their folder relative to the run (`"."`, `"eval/step_10"`)."""
+    """`report.json` files by their folder relative to the run (`"."`, `"eval/step_10"`), in the
+    order the evals ran (`eval/initial`, `eval/step_N`..., `eval/final`): the last is the latest."""
 
 
 def _id(rel: Path) -> str:
@@ -71,6 +72,17 @@ def _step_key(path: Path) -> tuple[int, str]:
     return (int(digits), path.stem) if digits.isdigit() else (1 << 62, path.stem)
 
 
+def _report_key(folder: Path) -> tuple[int, int, str]:
+    """Evals in the order they ran: `initial` first, `step_N` by N, then others, `final` last."""
+    name = folder.name
+    digits = name.rpartition("_")[2]
+    if name == "initial":
+        return (0, 0, name)
+    if digits.isdigit():
+        return (1, int(digits), name)
+    return (3, 0, name) if name == "final" else (2, 0, name)
+
+
 def _collect(run: Run) -> None:
     """Fill a run's sources and reports (trainer steps first, then evals, then other files)."""
     base = run.path
@@ -79,7 +91,7 @@ def _collect(run: Run) -> None:
     if traj_dir.is_dir():
         files += sorted(traj_dir.glob("*.jsonl"), key=_step_key)
     files += sorted(p for p in base.glob("*.jsonl") if p.name != "metrics.jsonl")
-    for report in sorted(_walk_files(base, "report.json"), key=lambda p: _step_key(p.parent)):
+    for report in sorted(_walk_files(base, "report.json"), key=lambda p: _report_key(p.parent)):
         rel = report.parent.relative_to(base)
         run.reports[rel.as_posix()] = report
         if report.parent != base and (report.parent / "trajectories.jsonl").is_file():
@@ -220,6 +232,27 @@ def _build_index(path: Path) -> JsonlIndex:
     return JsonlIndex(offsets, summaries, skipped)
 
 
+def token_stats_file(path: Path) -> Path:
+    """`trajectories/token_stats/step_N.jsonl` beside `trajectories/step_N.jsonl`."""
+    return path.parent / "token_stats" / path.name
+
+
+def _build_stats_index(path: Path) -> dict[int, tuple[int, int]]:
+    """Trajectory index -> (byte offset, length) of its line in a token-stats file."""
+    offsets: dict[int, tuple[int, int]] = {}
+    with path.open("rb") as f:
+        pos = 0
+        for line in f:
+            start, pos = pos, pos + len(line)
+            head = line[:40]  # lines start with {"index": N, (the writer's key order)
+            try:
+                index = int(head.split(b":", 1)[1].split(b",", 1)[0])
+            except (IndexError, ValueError):
+                continue
+            offsets[index] = (start, len(line))
+    return offsets
+
+
 def _read_metrics(path: Path) -> dict[str, Any]:
     """Merge `metrics.jsonl` lines by step (eval metrics arrive as a second line of a step)."""
     by_step: dict[int, dict[str, float]] = {}
@@ -256,6 +289,7 @@ class Store:
         self._runs: dict[str, Run] = {}
         self._indexes = _Cache()
         self._metrics = _Cache(capacity=16)
+        self._stats = _Cache(capacity=16)
 
     def runs(self, rescan: bool = True) -> dict[str, Run]:
         if rescan or not self._runs:
@@ -282,9 +316,10 @@ class Store:
     def metrics(self, run: Run) -> dict[str, Any]:
         path = run.path / "metrics.jsonl"
         if run.kind == "file" or not path.is_file() or not self._inside(path):
-            return {"steps": [], "series": {}, "skipped": 0}
+            return {"steps": [], "series": {}, "skipped": 0, "stamp": None}
         result: dict[str, Any] = self._metrics.get(path, _read_metrics)
-        return result
+        st = path.stat()
+        return {**result, "stamp": f"{st.st_mtime_ns}-{st.st_size}"}
 
     def report(self, run: Run, name: str) -> dict[str, Any] | None:
         path = run.reports.get(name)
@@ -316,6 +351,25 @@ class Store:
         except ValueError:  # the file was rewritten between the index and this read
             return None
         return record if isinstance(record, dict) else None
+
+    def token_stats(self, path: Path, index: int) -> dict[str, Any] | None:
+        """The update's per-token data for record `index` of trajectory file `path` (written with
+        `logging.save_token_stats`, see `horizonrl.trainer.token_stats`), or None."""
+        sidecar = token_stats_file(path)
+        if not sidecar.is_file() or not self._inside(sidecar):
+            return None
+        offsets: dict[int, tuple[int, int]] = self._stats.get(sidecar, _build_stats_index)
+        if index not in offsets:
+            return None
+        start, length = offsets[index]
+        with sidecar.open("rb") as f:
+            f.seek(start)
+            data = f.read(length)
+        try:
+            row = json.loads(data)
+        except ValueError:
+            return None
+        return row if isinstance(row, dict) else None
 
     def mtime(self, run: Run) -> float:
         paths = [run.path / "metrics.jsonl", *run.sources.values(), *run.reports.values()]

@@ -179,7 +179,12 @@ def test_single_file_and_eval_folder_as_root(tmp_path):
     [run] = client.get("/api/runs").json()["runs"]
     assert run["id"] == "solve" and run["kind"] == "file"
     assert client.get("/api/runs/solve/trajectories?success=true").json()["total"] == 1
-    assert client.get("/api/runs/solve/metrics").json() == {"steps": [], "series": {}, "skipped": 0}
+    assert client.get("/api/runs/solve/metrics").json() == {
+        "steps": [],
+        "series": {},
+        "skipped": 0,
+        "stamp": None,
+    }
 
     evald = write_run(tmp_path / "run") / "eval" / "final"
     client = TestClient(create_app(evald))
@@ -194,10 +199,14 @@ def test_page_and_static_files_are_served(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<script src="/static/app.js">' in page.text and 'id="view"' in page.text
-    js = client.get("/static/app.js")
-    assert js.status_code == 200 and "javascript" in js.headers["content-type"]
-    for name in ("showRuns", "showReplay", "showTokens", "/api/runs"):
-        assert name in js.text
-    assert "https://" not in js.text and "https://" not in page.text  # no CDN: it works offline
+    scripts = ""
+    for name in ("app.js", "charts.js", "pages.js", "tokens.js"):
+        js = client.get(f"/static/{name}")
+        assert js.status_code == 200 and "javascript" in js.headers["content-type"]
+        assert f'<script src="/static/{name}">' in page.text
+        scripts += js.text
+    for name in ("showRuns", "showReplay", "showTokens", "showCompare", "showGroup", "/api/runs"):
+        assert name in scripts
+    assert "https://" not in scripts and "https://" not in page.text  # no CDN: it works offline
     css = client.get("/static/style.css")
     assert css.status_code == 200 and ".turn" in css.text

@@ -35,7 +35,8 @@ Reward
     minigrid's: `1 - 0.9 * steps / max_steps` on the step that completes the mission, 0
     otherwise, where `steps` counts every primitive (a macro counts all its steps) and
     `max_steps` is the level's own limit. `info`: `success`, `score` (the success reward,
-    else 0), `category`, plus `level`, `level_seed`, `mission`, `steps`, `max_steps`.
+    else 0), `category`, plus `level`, `level_seed`, `mission`, `steps`, `max_steps` and `grid`
+    (the agent's egocentric view, compact: `horizonrl.envs.babyai.view`; the viewer draws it).
 
 Termination
     The mission is completed (success) or failed for good (minigrid's verifier says

@@ -26,6 +26,7 @@ from horizonrl.envs.babyai.text import (
     visible_cells,
     wall_distances,
 )
+from horizonrl.envs.babyai.view import grid_view
 from horizonrl.envs.core import StepResult, make_info
 
 _COLOR = r"(?P<color>red|green|blue|purple|yellow|grey|gray)"
@@ -412,6 +413,7 @@ class BabyAIEnv:
             mission=str(env.mission),
             steps=int(env.step_count),
             max_steps=int(env.max_steps),
+            grid=grid_view(env),
         )
 
     def _result(self, feedback: str, reward: float) -> StepResult:

@@ -1,5 +1,6 @@
-// horizonrl viewer: run list -> run overview -> trajectory list -> turn-by-turn replay.
-// Plain JS, no build step, no external files: the page talks to the JSON API in app.py.
+// horizonrl viewer: run list -> run overview -> trajectory list -> turn-by-turn replay; compare
+// runs, GRPO groups (pages.js), token view (tokens.js), charts (charts.js). Plain JS, no build
+// step, no external files: the page talks to the JSON API in app.py.
 "use strict";
 
 const view = document.getElementById("view");
@@ -9,6 +10,13 @@ const REPORT_COLS = [["n_items", "items"], ["n", "n"], ["success_rate", "success
   ["mean_score", "mean score", num], ["avg_at_k", "avg@k %", pct], ["pass_at_k", "pass@k %", pct],
   ["mean_turns", "mean turns", num], ["n_failed", "failed"]];
 let keyHandler = null;
+let poller = null;
+const POLL_MS = Number(new URLSearchParams(location.search).get("poll_ms")) || 2000;
+// Re-run `fn` every POLL_MS while this page is shown (a run still training updates by itself).
+function live(fn) {
+  const tick = async () => { if (!document.hidden) { try { await fn(); } catch (err) { /* next tick */ } } };
+  poller = setInterval(tick, POLL_MS);
+}
 
 // ---------------------------------------------------------------- helpers
 function h(tag, attrs, ...children) {
@@ -63,53 +71,34 @@ function ago(seconds) {
 // ---------------------------------------------------------------- run list
 async function showRuns() {
   crumbs();
-  const data = await api("/api/runs");
-  document.getElementById("root").textContent = data.root;
+  const chosen = new Set();
+  const button = h("button", { class: "compare-btn", disabled: true, onclick: () => (location.hash = `#/compare?runs=${[...chosen].map(enc).join(",")}`) }, "Compare selected runs");
+  const body = h("tbody");
+  let stamp = null;
+  async function draw() {
+    const data = await api("/api/runs");
+    const now = JSON.stringify(data.runs.map((r) => [r.id, r.last_step, r.last, r.eval_success, r.n_sources, r.n_reports]));
+    if (now === stamp) return;
+    stamp = now;
+    document.getElementById("root").textContent = data.root;
+    body.replaceChildren(...data.runs.map((r) => h("tr", { class: "link", "data-run": r.id, onclick: (e) => { if (e.target.tagName !== "INPUT") location.hash = `#/run/${enc(r.id)}`; } },
+      h("td", {}, r.kind === "train" ? h("input", { type: "checkbox", title: "compare", checked: chosen.has(r.id), onchange: (e) => {
+        e.target.checked ? chosen.add(r.id) : chosen.delete(r.id); button.disabled = chosen.size < 1; } }) : null),
+      h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id)), h("td", {}, r.kind),
+      h("td", { class: "n" }, r.last_step ?? "–"), h("td", { class: "n" }, num(r.last["reward/mean"])),
+      h("td", { class: "n" }, pct(r.last["success/mean"])), h("td", { class: "n eval-success" }, pct(r.eval_success)),
+      h("td", { class: "n" }, r.n_sources), h("td", { class: "n" }, r.n_reports), h("td", {}, ago(r.mtime)))));
+    return data;
+  }
+  const data = await draw();
   if (!data.runs.length) return view.replaceChildren(h("p", {}, "No runs, eval reports or trajectory files here."));
-  const rows = data.runs.map((r) => h("tr", { class: "link", onclick: () => (location.hash = `#/run/${enc(r.id)}`) },
-    h("td", {}, h("a", { href: `#/run/${enc(r.id)}` }, r.id)), h("td", {}, r.kind),
-    h("td", { class: "n" }, r.last_step ?? "–"), h("td", { class: "n" }, num(r.last["reward/mean"])),
-    h("td", { class: "n" }, pct(r.last["success/mean"])), h("td", { class: "n" }, pct(r.eval_success)),
-    h("td", { class: "n" }, r.n_sources), h("td", { class: "n" }, r.n_reports), h("td", {}, ago(r.mtime))));
-  view.replaceChildren(h("h1", {}, "Runs"), h("table", {},
-    heads("run", "kind", "last step#", "reward#", "success %#", "eval success %#", "trajectory files#", "reports#", "modified"),
-    h("tbody", {}, rows)));
+  view.replaceChildren(h("h1", {}, "Runs"), h("table", { class: "runs" },
+    heads("", "run", "kind", "last step#", "reward#", "success %#", "eval success %#", "trajectory files#", "reports#", "modified"),
+    body), h("div", { class: "controls plain" }, button, h("a", { href: "#/compare" }, "compare eval reports →")));
+  live(draw);
 }
 
 // ---------------------------------------------------------------- run overview
-function chart(name, steps, values) {
-  const W = 320, H = 170, L = 44, R = 10, T = 10, B = 24;
-  const pts = steps.map((s, i) => [s, values[i]]).filter((p) => p[1] !== null);
-  if (!pts.length) return h("figure", { class: "card" }, h("figcaption", {}, h("b", {}, name), h("span", { class: "muted" }, " no values")));
-  const box = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart" });
-  const ys = pts.map((p) => p[1]), xs = pts.map((p) => p[0]);
-  let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-  if (y0 === y1) [y0, y1] = [y0 - 1, y1 + 1];
-  const [x0, x1] = [Math.min(...xs), Math.max(...xs) === Math.min(...xs) ? Math.min(...xs) + 1 : Math.max(...xs)];
-  const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
-  const Y = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
-  box.append(svg("rect", { x: L, y: T, width: W - L - R, height: H - T - B, class: "frame" }));
-  for (const [y, label] of [[y0, num(y0)], [y1, num(y1)]]) {
-    box.appendChild(svg("text", { x: L - 4, y: Y(y) + 4, class: "tick", "text-anchor": "end" })).textContent = label;
-  }
-  for (const x of [x0, x1]) {
-    box.appendChild(svg("text", { x: X(x), y: H - 8, class: "tick", "text-anchor": "middle" })).textContent = x;
-  }
-  box.append(svg("polyline", { points: pts.map(([x, y]) => `${X(x)},${Y(y)}`).join(" "), class: "line" }));
-  if (pts.length <= 60) for (const [x, y] of pts) box.append(svg("circle", { cx: X(x), cy: Y(y), r: 2.5, class: "dot" }));
-  const last = pts.length ? num(pts[pts.length - 1][1], 4) : "–";
-  const readout = h("span", { class: "muted" }, ` last ${last}`);
-  const cursor = box.appendChild(svg("circle", { r: 4, class: "cursor", visibility: "hidden" }));
-  box.addEventListener("mousemove", (e) => {  // nearest point to the pointer, by step
-    const r = box.getBoundingClientRect(), sx = x0 + (((e.clientX - r.left) * W) / r.width - L) / (W - L - R) * (x1 - x0);
-    const [x, y] = pts.reduce((a, b) => (Math.abs(b[0] - sx) < Math.abs(a[0] - sx) ? b : a));
-    cursor.setAttribute("cx", X(x)); cursor.setAttribute("cy", Y(y)); cursor.setAttribute("visibility", "visible");
-    readout.textContent = ` step ${x}: ${num(y, 4)}`;
-  });
-  box.addEventListener("mouseleave", () => { cursor.setAttribute("visibility", "hidden"); readout.textContent = ` last ${last}`; });
-  return h("figure", { class: "card" }, h("figcaption", {}, h("b", {}, name), readout), box);
-}
-
 function reportTable(report) {
   const rows = Object.entries(report.by_category || {});
   const cols = REPORT_COLS.filter(([k]) => k in report || rows.some(([, r]) => k in r));
@@ -120,16 +109,21 @@ function reportTable(report) {
 }
 
 async function showRun(runId) {
-  const [run, metrics] = await Promise.all([api(`/api/runs/${enc(runId)}`), api(`/api/runs/${enc(runId)}/metrics`)]);
+  let [run, metrics] = await Promise.all([api(`/api/runs/${enc(runId)}`), api(`/api/runs/${enc(runId)}/metrics`)]);
   crumbs([run.id]);
   const names = Object.keys(metrics.series);
+  const shown = CHARTS.filter((n) => names.includes(n));
   const charts = h("div", { class: "grid" });
-  const draw = (name) => charts.append(chart(name, metrics.steps, metrics.series[name]));
-  CHARTS.filter((n) => names.includes(n)).forEach(draw);
-  const extra = h("select", { onchange: (e) => { if (e.target.value) draw(e.target.value); e.target.value = ""; } },
+  const count = h("span", { class: "muted step-count" });
+  const drawAll = () => {
+    count.textContent = `${metrics.steps.length} steps`;
+    charts.replaceChildren(...shown.map((name) => chart(name, [{ label: run.id, xs: metrics.steps, ys: metrics.series[name] || [] }])));
+  };
+  drawAll();
+  const extra = h("select", { onchange: (e) => { if (e.target.value) { shown.push(e.target.value); drawAll(); } e.target.value = ""; } },
     h("option", { value: "" }, "add a metric chart…"), names.filter((n) => !CHARTS.includes(n)).map((n) => h("option", { value: n }, n)));
-  const parts = [h("h1", {}, run.id), h("p", { class: "muted" }, run.path)];
-  if (names.length) parts.push(h("h2", {}, `Metrics `, h("span", { class: "muted" }, `${metrics.steps.length} steps`)), charts, extra);
+  const parts = [h("h1", {}, run.id, " ", h("a", { class: "small", href: `#/compare?runs=${enc(run.id)}` }, "compare with other runs →")), h("p", { class: "muted" }, run.path)];
+  if (names.length || run.kind === "train") parts.push(h("h2", {}, `Metrics `, count), charts, extra);
   for (const rep of run.reports) {
     if (!rep.report) continue;
     const title = rep.name === "." ? "Eval report" : `Eval report: ${rep.name}`;
@@ -138,13 +132,26 @@ async function showRun(runId) {
       h("p", { class: "muted" }, ["model", "env", "split", "step"].filter((k) => k in rep.report).map((k) => `${k} ${rep.report[k]}`).join(" · ")),
       reportTable(rep.report));
   }
-  if (run.sources.length) {
-    parts.push(h("h2", {}, "Trajectories"), h("div", { class: "chips" }, run.sources.map((s) =>
-      h("a", { class: `chip ${s.kind}`, href: `#/run/${enc(run.id)}/src/${enc(s.id)}`, title: s.path },
-        s.kind === "train" && s.step !== null ? `step ${s.step}` : s.kind === "eval" ? `eval: ${s.path.replace(/\/trajectories\.jsonl$/, "")}` : s.path))));
+  const chips = h("div", { class: "chips" });
+  const drawChips = () => chips.replaceChildren(...run.sources.map((s) =>
+    h("a", { class: `chip ${s.kind}`, href: `#/run/${enc(run.id)}/src/${enc(s.id)}`, title: s.path },
+      s.kind === "train" && s.step !== null ? `step ${s.step}` : s.kind === "eval" ? `eval: ${s.path.replace(/\/trajectories\.jsonl$/, "")}` : s.path)));
+  drawChips();
+  const trained = run.sources.filter((s) => s.kind === "train");
+  if (run.sources.length || run.kind === "train") {
+    parts.push(h("h2", {}, "Trajectories ", trained.length ? h("a", { class: "small", href: `#/run/${enc(run.id)}/groups/${enc(trained[trained.length - 1].id)}` }, "GRPO groups of the last step →") : null), chips);
   }
   if (run.config) parts.push(h("details", {}, h("summary", {}, "config.yaml"), h("pre", {}, run.config)));
   view.replaceChildren(...parts);
+  live(async () => {  // new steps of a run still training: redraw the charts and the step list
+    const fresh = await api(`/api/runs/${enc(runId)}/metrics`);
+    if (fresh.stamp === metrics.stamp) return;
+    metrics = fresh;
+    for (const n of CHARTS) if (n in metrics.series && !shown.includes(n)) shown.push(n);
+    drawAll();
+    run = await api(`/api/runs/${enc(runId)}`);
+    drawChips();
+  });
 }
 
 // ---------------------------------------------------------------- trajectory list
@@ -180,7 +187,8 @@ async function showList(runId, source, params) {
     h("button", { disabled: off === 0, onclick: () => go({ offset: Math.max(0, off - lim) }) }, "◀ previous"),
     h("span", {}, data.total ? ` ${off + 1}–${Math.min(off + lim, data.total)} of ${data.total} ` : " none "),
     h("button", { disabled: off + lim >= data.total, onclick: () => go({ offset: off + lim }) }, "next ▶"));
-  view.replaceChildren(h("h1", {}, source, " ", switcher),
+  const groupsLink = h("a", { class: "small", href: `#/run/${enc(runId)}/groups/${enc(source)}` }, "GRPO groups →");
+  view.replaceChildren(h("h1", {}, source, " ", switcher, " ", groupsLink),
     h("p", { class: "muted" }, `${data.n_records} trajectories, ${data.n_success} solved (${pct(data.n_success / (data.n_records || 1))} %)`,
       data.skipped_lines ? ` · ${data.skipped_lines} unreadable line(s) skipped (file still being written?)` : ""),
     filters, h("table", {}, heads("##", "item", "category", "outcome", "score#", "reward#", "turns#",
@@ -188,6 +196,34 @@ async function showList(runId, source, params) {
 }
 
 // ---------------------------------------------------------------- replay
+// What the env showed besides text: a BabyAI grid (drawn) or a web page screenshot (served by app.py).
+const GRID_FILL = { W: "#8c959f", F: "#d0d7de", ".": "#1f2328", "?": "#eaeef2" };
+const GRID_COLOUR = { r: "#e5534b", g: "#57ab5a", b: "#539bf5", p: "#b083f0", y: "#daaa3f", e: "#adbac7" };
+function drawGrid(grid) {
+  const rows = grid.rows || [], n = rows.length, S = 22;
+  const box = svg("svg", { viewBox: `0 0 ${n * S} ${n * S}`, class: "grid-view", width: n * S, height: n * S });
+  rows.forEach((row, j) => {
+    for (let i = 0; 2 * i < row.length; i++) {
+      const kind = row[2 * i], colour = GRID_COLOUR[row[2 * i + 1]] || "#adbac7", x = i * S, y = j * S;
+      box.append(svg("rect", { x, y, width: S, height: S, class: `cell k${kind === "?" ? "unseen" : kind}`, fill: GRID_FILL[kind] || GRID_FILL["."], stroke: "#57606a", "stroke-width": 0.5 }));
+      if ("DCL".includes(kind)) box.append(svg("rect", { x: x + 2, y: y + 2, width: S - 4, height: S - 4, fill: kind === "D" ? "none" : colour, stroke: colour, "stroke-width": 2 }));
+      if (kind === "L") box.appendChild(svg("text", { x: x + S / 2, y: y + S / 2 + 4, "text-anchor": "middle", class: "glyph" })).textContent = "🔒";
+      if (kind === "K") box.append(svg("rect", { x: x + 8, y: y + 4, width: 6, height: 14, fill: colour }));
+      if (kind === "A") box.append(svg("circle", { cx: x + S / 2, cy: y + S / 2, r: S / 3, fill: colour }));
+      if (kind === "B") box.append(svg("rect", { x: x + 4, y: y + 4, width: S - 8, height: S - 8, fill: "none", stroke: colour, "stroke-width": 2.5 }));
+      if (kind === "G") box.append(svg("rect", { x: x + 2, y: y + 2, width: S - 4, height: S - 4, fill: "#57ab5a" }));
+    }
+  });
+  const [ax, ay] = grid.agent || [Math.floor(n / 2), n - 1];
+  box.append(svg("polygon", { points: `${ax * S + S / 2},${ay * S + 3} ${ax * S + 4},${ay * S + S - 3} ${ax * S + S - 4},${ay * S + S - 3}`, fill: "#e5534b", class: "agent" }));
+  return h("div", { class: "block view" }, h("div", { class: "label" }, "what the agent saw", grid.carrying ? ` · carrying ${grid.carrying}` : ""), box);
+}
+function envView(v, shot) {
+  if (!v) return null;
+  if (v.screenshot) return h("div", { class: "block view" }, h("div", { class: "label" }, "screenshot"), h("img", { class: "screenshot", src: shot(v.key), alt: `page after ${v.key} turns` }));
+  return v.grid ? drawGrid(v.grid) : null;
+}
+
 function block(label, text, cls) {
   return text === null || text === undefined || text === "" ? null : h("div", { class: `block ${cls || ""}` }, h("div", { class: "label" }, label), h("pre", {}, text));
 }
@@ -199,14 +235,15 @@ async function showReplay(runId, source, index, params) {
   const n = rp.turns.length;
   const start = params.get("turn") === "end" ? n : Number(params.get("turn") || 1) - 1;
   let pos = Number.isInteger(start) ? start : 0;
+  const shot = (key) => `/api/runs/${enc(runId)}/trajectories/${enc(source)}/${index}/screenshot/${key}`;
   const cards = rp.turns.map((turn) => h("section", { class: "turn card" },
     h("div", { class: "turn-head" }, h("b", {}, `Turn ${turn.turn + 1}`),
       turn.reward === null ? null : badge(`reward ${num(turn.reward, 4)}`, turn.reward > 0 ? "ok" : "dim")),
-    block("observation", turn.observation, "obs"), block("thought", turn.thought, "thought"),
+    envView(turn.view, shot), block("observation", turn.observation, "obs"), block("thought", turn.thought, "thought"),
     turn.action !== null ? block("action", turn.action, "action") : block("no action parsed", turn.parse_error || turn.response, "bad"),
     h("details", {}, h("summary", {}, "raw response"), h("pre", {}, turn.response))));
   const final = h("section", { class: "turn card final" }, h("div", { class: "turn-head" }, h("b", {}, "End"), outcome(t)),
-    block("final observation", rp.final_observation, "obs"),
+    envView(rp.final_view, shot), block("final observation", rp.final_observation, "obs"),
     h("p", {}, `score ${num(t.score)} · total reward ${num(t.reward)} · ${t.num_turns} turns`,
       t.max_turns ? ` (cap ${t.max_turns})` : "", t.meta && t.meta.stop_reason ? ` · stop: ${t.meta.stop_reason}` : ""),
     t.fail_reason ? block("fail reason", t.fail_reason, "bad") : null);
@@ -239,38 +276,24 @@ async function showReplay(runId, source, index, params) {
     rp.system ? h("details", {}, h("summary", {}, "system prompt"), h("pre", {}, rp.system)) : null,
     rp.instruction ? h("details", {}, h("summary", {}, "task instruction"), h("pre", {}, rp.instruction)) : null,
     controls, ...all,
-    data.tokens.n_tokens ? h("button", { class: "tokens-btn", onclick: (e) => { e.target.remove(); showTokens(runId, source, index, tokenBox, data.tokens); } }, "Show token view") : null,
+    data.tokens.n_tokens ? h("button", { class: "tokens-btn", onclick: (e) => { e.target.remove(); showTokens(runId, source, index, tokenBox, data.tokens, params); } }, "Show token view") : null,
     tokenBox].filter(Boolean));
   move(0);
   if (params.get("tokens")) view.querySelector(".tokens-btn")?.click();
   if (pos > 0) all[pos].scrollIntoView({ block: "nearest" });
 }
 
-async function showTokens(runId, source, index, box, stats) {
-  const d = await api(`/api/runs/${enc(runId)}/trajectories/${enc(source)}/${index}/tokens`);
-  const info = h("p", { class: "muted" }, `${stats.n_tokens} tokens · ${stats.n_sampled} sampled (loss_mask = 1) · prompt ${stats.prompt_length}`,
-    ` · sampled per turn: ${stats.sampled_per_turn.join(", ") || "–"} · mean logprob ${num(stats.mean_logprob)} · min ${num(stats.min_logprob)}`);
-  const legend = h("p", {}, h("span", { class: "tok ctx" }, "context (prompt, observations, template)"), " ",
-    h("span", { class: "tok smp" }, "sampled"), " ", h("span", { class: "tok smp low" }, "sampled, p < 0.1"),
-    d.pieces ? h("span", { class: "muted" }, ` · hover a token for its id and logprob · tokenizer ${d.tokenizer}`)
-      : h("span", { class: "muted" }, " · no tokenizer file found for this run: token ids shown, hover for logprobs"));
-  const text = h("div", { class: "tokens" });
-  d.token_ids.forEach((id, i) => {
-    const lp = d.logprobs[i], sampled = d.loss_mask[i] === 1;
-    const cls = `tok ${sampled ? "smp" : "ctx"}${sampled && lp !== null && lp < Math.log(0.1) ? " low" : ""}`;
-    const title = `#${i} id ${id}` + (lp === null || lp === undefined ? "" : ` · logprob ${lp.toFixed(4)} · p ${Math.exp(lp).toFixed(3)}`);
-    text.append(h("span", { class: cls, title }, d.pieces ? d.pieces[i] : `${id} `));
-  });
-  box.replaceChildren(h("h2", {}, "Tokens"), info, legend, text);
-}
-
 // ---------------------------------------------------------------- routing
 async function route() {
   keyHandler = null;
+  clearInterval(poller);
   const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   try {
-    if (parts[0] === "run" && parts.length === 2) await showRun(parts[1]);
+    if (parts[0] === "compare") await showCompare(new URLSearchParams(query));
+    else if (parts[0] === "run" && parts[2] === "groups" && parts.length === 4) await showGroups(parts[1], parts[3]);
+    else if (parts[0] === "run" && parts[2] === "groups" && parts.length === 5) await showGroup(parts[1], parts[3], Number(parts[4]));
+    else if (parts[0] === "run" && parts.length === 2) await showRun(parts[1]);
     else if (parts[0] === "run" && parts[2] === "src" && parts.length === 4) await showList(parts[1], parts[3], new URLSearchParams(query));
     else if (parts[0] === "run" && parts[2] === "src" && parts.length === 5) await showReplay(parts[1], parts[3], Number(parts[4]), new URLSearchParams(query));
     else await showRuns();

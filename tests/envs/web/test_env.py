@@ -96,11 +96,12 @@ def test_screenshots_are_saved_beside_the_trajectories(env: WebEnv, tmp_path: Pa
         traj = play_expert(env, SPEC, SPEC.split("test")[0])
     finally:
         env.screenshots = False
-    assert [info["turn"] for info in traj.turn_infos] == list(range(traj.num_turns + 1))
-    assert base64.b64decode(traj.turn_infos[0]["screenshot"])[:8] == b"\x89PNG\r\n\x1a\n"
+    views = traj.meta["views"]
+    assert sorted(map(int, views)) == list(range(traj.num_turns + 1))
+    assert base64.b64decode(views["0"]["screenshot"])[:8] == b"\x89PNG\r\n\x1a\n"
     write_jsonl(tmp_path / "trajectories.jsonl", [traj])
     (back,) = read_jsonl(tmp_path / "trajectories.jsonl")
-    paths = [info["screenshot"] for info in back.turn_infos]
+    paths = [back.meta["views"][str(turn)]["screenshot"] for turn in range(traj.num_turns + 1)]
     assert all(p.startswith("trajectories.screenshots/") and p.endswith(".png") for p in paths)
     assert (tmp_path / paths[-1]).read_bytes()[:4] == b"\x89PNG"
 
