@@ -100,7 +100,7 @@ def test_bf16_sampling_copy_follows_the_learner(tmp_path):
     assert metrics["loss/policy"] == metrics["loss/policy"]  # finite, not NaN
     rollout = trainer.rollout()
     actor = trainer.learner.actor
-    sampler = rollout.sampler_model
+    sampler = rollout.sampler.sampler_model
     assert sampler is not actor
     assert all(p.dtype == torch.bfloat16 for p in sampler.parameters())
     assert all(p.dtype == torch.float32 for p in actor.parameters())
