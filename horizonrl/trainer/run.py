@@ -39,11 +39,18 @@ from horizonrl.trainer.monitor import Monitor
 from horizonrl.trainer.sharded_rollout import ShardedRollout
 
 
+def device_kind(cfg: Config) -> str:
+    """`cuda` or `cpu`: `trainer.device`, with `auto` meaning cuda where there is one."""
+    if cfg.trainer.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return cfg.trainer.device
+
+
 def setup_torch(cfg: Config) -> torch.device:
     """Threads, determinism and seeds from `cfg.trainer`; returns the device to train on. Under
     torchrun it joins the process group and takes this rank's GPU (or share of the CPU threads)."""
     t = cfg.trainer
-    kind = ("cuda" if torch.cuda.is_available() else "cpu") if t.device == "auto" else t.device
+    kind = device_kind(cfg)
     w = world()
     if w.size > 1 and under_torchrun():
         init_process_group(kind)
