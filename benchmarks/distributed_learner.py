@@ -3,12 +3,12 @@
     python benchmarks/distributed_learner.py --out benchmarks/results/distributed.md
 
 Setup: SmolLM2-135M-Instruct (`model.path=default`), fp32, activation checkpointing, GRPO loss
-with entropy (no KL: no reference forward). One fixed batch of 16 rows, 128..768 tokens (a 6x
-spread, as multi-turn batches have), every non-prompt token sampled, micro-batches of 2 rows. Each
-run does one warm-up update, then `--repeats` timed `score` + `update` passes; tokens/s = padded
-tokens trained (attention mask) per second of update. One process gets `--threads` torch threads,
-each of two ranks half of them, so both use the same cores. Every configuration runs in its
-own torchrun (1 or 2 processes) on gloo.
+with entropy (no KL: no reference forward). One fixed batch of `--rows` rows, `--max-length`/6 ..
+`--max-length` tokens (a 6x spread, as multi-turn batches have), every non-prompt token sampled,
+micro-batches of 2 rows. Each run does one warm-up update, then `--repeats` timed `score` +
+`update` passes; tokens/s = padded tokens trained (attention mask) per second of update. One
+process gets `--threads` torch threads, each of two ranks half of them, so both use the same
+cores. Every configuration runs in its own torchrun (1 or 2 processes) on gloo.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def worker(strategy: str, repeats: int, threads: int, out: Path, device: str, bf
     )
     run = TrainingRun(cfg)
     g = torch.Generator().manual_seed(0)
-    rows, prompt = 16, 64
-    lengths = torch.linspace(128, 768, rows).long()
+    rows, prompt = int(os.environ["BENCH_ROWS"]), 32
+    lengths = torch.linspace(int(os.environ["BENCH_MAX"]) // 6, int(os.environ["BENCH_MAX"]), rows).long()
     width = int(lengths.max())
     ids = torch.randint(100, 40000, (rows, width), generator=g)
     attention = (torch.arange(width)[None] < lengths[:, None]).long()
@@ -91,6 +91,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--max-length", type=int, default=768, help="longest row; the shortest is 1/6 of it")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda (then only the 1-process run)")
     parser.add_argument("--bf16", action="store_true", help="model.bf16=true")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -100,6 +102,7 @@ def main() -> None:
         worker(args.worker, args.repeats, args.threads, Path(args.result), args.device, args.bf16)
         return
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE", "HF_HUB_OFFLINE": "1"}
+    env |= {"BENCH_ROWS": str(args.rows), "BENCH_MAX": str(args.max_length)}
     results = {}
     runs = [("1 process", 1, "ddp"), ("2 ranks, DDP", 2, "ddp"), ("2 ranks, FSDP2", 2, "fsdp")]
     for name, nproc, strategy in runs[:1] if args.device == "cuda" else runs:
@@ -126,8 +129,9 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(
             "# Learner: one process vs two torchrun ranks\n\n"
-            f"`python benchmarks/distributed_learner.py --out {args.out}` ({results['1 process']['tokens']} "
-            "tokens per update, SmolLM2-135M fp32, 2 threads in all)\n\n" + text + "\n"
+            f"`python benchmarks/distributed_learner.py --rows {args.rows} --max-length {args.max_length} "
+            f"--repeats {args.repeats} --out {args.out}` ({results['1 process']['tokens']} tokens per "
+            "update, SmolLM2-135M fp32, 2 threads in all)\n\n" + text + "\n"
         )
 
 
