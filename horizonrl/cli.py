@@ -8,7 +8,7 @@ function in the module that owns the workflow, imported only when that subcomman
     horizonrl serve FAMILY [--host H] [--port P]
     horizonrl solve FAMILY --split S [--limit N] [--server URL] [--out FILE] [--max-turns T]
     horizonrl eval --model M --env FAMILY --split S [--limit N] [--max-turns T] --out DIR
-    horizonrl train CONFIG [dotted.key=value ...]
+    horizonrl train CONFIG [dotted.key=value ...] [--dry-run]
     horizonrl sft|dpo|agentevol CONFIG [dotted.key=value ...]
     horizonrl view RUN_DIR
     horizonrl index build --corpus FILE --out DIR [--kind bm25|dense]
@@ -168,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=what)
         p.add_argument("config", help="YAML config file")
         p.add_argument("overrides", nargs="*", default=[], help="dotted.key=value overrides")
+        if name == "train":
+            p.add_argument(
+                "--dry-run",
+                action="store_true",
+                help="print the placement `resources:` implies; start nothing",
+            )
         p.set_defaults(func=_handler(target))
 
     p = sub.add_parser("view", help="browse runs and replay trajectories in a web viewer")
@@ -208,7 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     # Torch threads spin-wait by default and slow down 10x when another process shares the cores.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and all("=" in x and not x.startswith("-") for x in extra):
+        args.overrides = [*args.overrides, *extra]  # overrides after an option (`CONFIG --dry-run k=v`)
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from horizonrl.envs.core import EnvError
     from horizonrl.envs.registry import PluginError
 

@@ -495,6 +495,99 @@ class AgentEvolConfig:
         _check(self.explore_items >= 1 and self.sft_steps >= 1, "agentevol.explore_items/sft_steps >= 1")
 
 
+RAY_MODES = ("auto",)
+STRATEGIES = ("ddp", "fsdp")
+
+
+@dataclass(frozen=True)
+class ResourcesConfig:
+    """Where the run's parts go: the one section that changes from a laptop to a cluster
+    (docs/scale.md). `horizonrl train CONFIG --dry-run` prints the placement it implies."""
+
+    nodes: int = 1
+    """Machines the learner spans (`torchrun --nnodes`); one torchrun per node starts its ranks."""
+    gpus_per_node: int = 0
+    """GPUs on each node (0: train on CPUs)."""
+    learner_world_size: int = 1
+    """Learner processes in all (torchrun ranks; one per GPU on GPUs). Above 1 the learner is
+    data-parallel (`strategy`) and `horizonrl train` relaunches itself under torchrun."""
+    strategy: str = "fsdp"
+    """At world size > 1: `ddp` (every rank holds all weights; gradients all-reduced) or `fsdp`
+    (FSDP2 `fully_shard` per decoder layer: parameters, gradients, optimizer state sharded)."""
+    rollout_engines: int | None = None
+    """Generation engines. None: one per learner rank, which is what the `hf` backend does (each
+    rank plays its share of the step's groups with its own copy of the weights)."""
+    rollout_tensor_parallel: int = 1
+    """GPUs per generation engine (tensor parallel; the `hf` backend has none: 1)."""
+    rollout_colocated: bool = True
+    """Generation shares the learner's GPUs (time-sliced, as verl's hybrid engine); False gives
+    the engines GPUs of their own, after the learner's."""
+    env_replicas: dict[str, int] = field(default_factory=dict)
+    """Family -> env-server replicas that Ray places on CPU nodes (needs `ray`); a family not
+    named gets 1. The client pool balances sessions over a family's replicas."""
+    env_replica_cpus: float = 1.0
+    """CPUs Ray reserves per env-server replica (fractions allowed: 0.25)."""
+    ray: str | None = None
+    """None: no Ray (env servers are `env.launch` subprocesses or `env.servers` URLs); `auto`:
+    start or join a Ray cluster on this machine; `HOST:PORT` / `ray://HOST:PORT`: join that cluster."""
+
+    def __post_init__(self) -> None:
+        _check(self.nodes >= 1, f"resources.nodes must be >= 1, got {self.nodes}")
+        _check(self.gpus_per_node >= 0, f"resources.gpus_per_node must be >= 0, got {self.gpus_per_node}")
+        _check(self.learner_world_size >= 1, "resources.learner_world_size must be >= 1")
+        _one_of("resources.strategy", self.strategy, STRATEGIES)
+        _check(
+            self.learner_world_size % self.nodes == 0,
+            f"resources.learner_world_size={self.learner_world_size} must be a multiple of "
+            f"resources.nodes={self.nodes} (torchrun starts the same number of ranks on each node)",
+        )
+        gpus = self.nodes * self.gpus_per_node
+        _check(
+            gpus == 0 or self.learner_world_size <= gpus,
+            f"resources.learner_world_size={self.learner_world_size} needs one GPU per rank, but "
+            f"nodes x gpus_per_node = {gpus}",
+        )
+        _check(self.rollout_engines is None or self.rollout_engines >= 1, "resources.rollout_engines >= 1")
+        _check(self.rollout_tensor_parallel >= 1, "resources.rollout_tensor_parallel must be >= 1")
+        engines = self.rollout_engines or self.learner_world_size
+        if gpus:
+            _check(
+                self.rollout_tensor_parallel <= self.gpus_per_node,
+                f"resources.rollout_tensor_parallel={self.rollout_tensor_parallel} spans more GPUs "
+                f"than one node has (gpus_per_node={self.gpus_per_node})",
+            )
+            need = engines * self.rollout_tensor_parallel + (
+                0 if self.rollout_colocated else self.learner_world_size
+            )
+            _check(
+                need <= gpus,
+                f"{engines} rollout engine(s) x rollout_tensor_parallel={self.rollout_tensor_parallel}"
+                + ("" if self.rollout_colocated else f" + {self.learner_world_size} learner GPUs")
+                + f" = {need} GPUs, but nodes x gpus_per_node = {gpus}",
+            )
+        for family, count in self.env_replicas.items():
+            _check(int(count) >= 1, f"resources.env_replicas.{family} must be >= 1, got {count}")
+        _check(
+            self.ray is not None or all(int(c) == 1 for c in self.env_replicas.values()),
+            "resources.env_replicas > 1 needs Ray to place them: set resources.ray=auto (this machine) "
+            "or resources.ray=HOST:PORT",
+        )
+        _check(self.env_replica_cpus > 0, "resources.env_replica_cpus must be > 0")
+        _check(
+            self.ray is None or self.ray in RAY_MODES or ":" in self.ray,
+            f"resources.ray={self.ray!r}: use null, auto, HOST:PORT or ray://HOST:PORT",
+        )
+
+    @property
+    def engines(self) -> int:
+        """Generation engines in effect (`rollout_engines`, or one per learner rank)."""
+        return self.rollout_engines or self.learner_world_size
+
+    @property
+    def nproc_per_node(self) -> int:
+        return self.learner_world_size // self.nodes
+
+
 @dataclass(frozen=True)
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -510,6 +603,7 @@ class Config:
     dpo: DPOConfig = field(default_factory=DPOConfig)
     agentevol: AgentEvolConfig = field(default_factory=AgentEvolConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
     def __post_init__(self) -> None:
         _check(
@@ -519,6 +613,24 @@ class Config:
             f"rollout.dtype={self.rollout.dtype} with rollout.backend=vllm: the engine's logprobs differ "
             f"from the fp32 learner's by ~0.1 from precision alone, so rollout.vllm.check_tolerance="
             f"{self.rollout.vllm.check_tolerance:g} would stop the run at the first sync; set it to ~0.1",
+        )
+        _check(
+            self.resources.learner_world_size == 1 or not self.model.lora.enabled,
+            "model.lora.enabled=true trains in one process; set resources.learner_world_size=1",
+        )
+        _check(
+            self.rollout.backend != "hf"
+            or (
+                self.resources.engines == self.resources.learner_world_size
+                and self.resources.rollout_tensor_parallel == 1
+            ),
+            "rollout.backend=hf generates on the learner's own ranks: leave resources.rollout_engines "
+            "unset (one per rank) and resources.rollout_tensor_parallel=1",
+        )
+        _check(
+            self.rollout.backend != "vllm" or self.resources.learner_world_size == 1,
+            "rollout.backend=vllm runs one local engine beside a one-process learner for now; set "
+            "resources.learner_world_size=1 (a distributed learner generates with rollout.backend=hf)",
         )
         _check(
             self.rollout.dtype == "float32" or self.algorithm.recompute_old_logprobs,

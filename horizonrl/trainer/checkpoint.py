@@ -10,6 +10,11 @@
 
 A checkpoint is written to `step_N.tmp` and renamed when complete, so a crash mid-save never
 leaves a half checkpoint that `resume: auto` would pick up.
+
+Written by a torchrun learner (`resources.learner_world_size > 1`), models and optimizers go to
+`dcp/` instead (`horizonrl.distributed.checkpoint`: sharded, reloadable at any world size, also
+by one process), `model/` is the actor gathered to rank 0, `optimizer.pt` holds the LR
+schedulers only, and `trainer_state.json` records `world_size`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from horizonrl.distributed.checkpoint import DCP_DIR, export_hf, load_sharded, save_sharded
+from horizonrl.distributed.parallel import SingleProcess
 
 STATE_FILE = "trainer_state.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
@@ -127,8 +135,16 @@ def save_checkpoint(
     trainer_state: dict[str, Any],
     tokenizer: Any = None,
     keep_last: int = 0,
+    parallel: SingleProcess | None = None,
+    plain_model: Any = None,
 ) -> Path:
-    """Write checkpoint `step` (see module docstring); keep only the newest `keep_last` (0: all)."""
+    """Write checkpoint `step` (see module docstring); keep only the newest `keep_last` (0: all).
+    Under torchrun (`parallel.lockstep`) every rank calls it; `plain_model` is an unwrapped actor
+    the gathered weights are exported through."""
+    if parallel is not None and parallel.lockstep:
+        return _save_distributed(
+            output_dir, step, models, optimizers, trainer_state, tokenizer, keep_last, parallel, plain_model
+        )
     final = checkpoint_dir(output_dir, step)
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -146,11 +162,77 @@ def save_checkpoint(
     return final
 
 
+def _optimizer_pairs(models: dict[str, Any], optimizers: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """`optimizer` -> (models["model"], it), `critic_optimizer` -> (models["critic"], it)."""
+    pairs = {}
+    for name, opt in optimizers.items():
+        if isinstance(opt, torch.optim.Optimizer):
+            pairs[name] = (models["model" if name == "optimizer" else name.removesuffix("_optimizer")], opt)
+    return pairs
+
+
+def _save_distributed(
+    output_dir: str | Path,
+    step: int,
+    models: dict[str, Any],
+    optimizers: dict[str, Any],
+    trainer_state: dict[str, Any],
+    tokenizer: Any,
+    keep_last: int,
+    parallel: SingleProcess,
+    plain_model: Any,
+) -> Path:
+    main = parallel.world.is_main
+    final = checkpoint_dir(output_dir, step)
+    tmp = final.with_name(final.name + ".tmp")
+    if main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    parallel.barrier()
+    save_sharded(tmp / DCP_DIR, models, _optimizer_pairs(models, optimizers))
+    export_hf(models["model"], plain_model, tmp / "model", tokenizer, write=main)
+    if main:
+        schedulers = {
+            n: o.state_dict() for n, o in optimizers.items() if not isinstance(o, torch.optim.Optimizer)
+        }
+        torch.save(schedulers, tmp / "optimizer.pt")
+        torch.save(rng_state(), tmp / "rng.pt")
+        state = {"step": step, "world_size": parallel.world.size, **trainer_state}
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=1) + "\n")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        if keep_last > 0:
+            for _, old in list_checkpoints(output_dir)[:-keep_last]:
+                shutil.rmtree(old, ignore_errors=True)
+    parallel.barrier()
+    return final
+
+
 def load_checkpoint(
-    path: str | Path, *, models: dict[str, Any], optimizers: dict[str, Any]
+    path: str | Path,
+    *,
+    models: dict[str, Any],
+    optimizers: dict[str, Any],
+    parallel: SingleProcess | None = None,
 ) -> dict[str, Any]:
-    """Restore models, optimizers/schedulers and RNG states in place; return the trainer state."""
+    """Restore models, optimizers/schedulers and RNG states in place; return the trainer state.
+    A `dcp/` checkpoint (written by a torchrun learner) loads at any world size."""
     path = Path(path)
+    if (path / DCP_DIR).is_dir():
+        load_sharded(path / DCP_DIR, models, _optimizer_pairs(models, optimizers))
+        saved = torch.load(path / "optimizer.pt", weights_only=False)
+        for name, opt in optimizers.items():
+            if not isinstance(opt, torch.optim.Optimizer):
+                opt.load_state_dict(saved[name])
+        set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+        sharded: dict[str, Any] = json.loads((path / STATE_FILE).read_text())
+        return sharded
+    if parallel is not None and parallel.lockstep:
+        raise ValueError(
+            f"{path} was written by one learner process (no {DCP_DIR}/): resume it with "
+            "resources.learner_world_size=1, or start a new run from its weights with "
+            f"model.path={path / 'model'}"
+        )
     for name, model in models.items():
         load_model_weights(model, path / name)
     saved = torch.load(path / "optimizer.pt", weights_only=False)

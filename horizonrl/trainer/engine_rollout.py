@@ -10,7 +10,8 @@ weights synced since the last training rollout, or syncs them first. Either way 
 rollout uses the weights of the last update; kept KV caches are dropped at the end of every run.
 Items of several families in one batch are played family by family (one engine per family;
 they share the backend). Families with a URL in `env_urls` are played through their
-env server, the others in-process.
+env server, the others in-process; a comma-separated list of URLs (env-server replicas, e.g.
+placed by Ray) is played through a `ReplicaEnvPool` that balances sessions over them.
 
 Sampling is seeded per step (`trainer.seed`, step), and a fresh engine is built per call, so a
 resumed run samples exactly what the uninterrupted run sampled. `engine_config` is the one place
@@ -24,6 +25,7 @@ from collections import defaultdict
 from typing import Any
 
 from horizonrl.config import Config
+from horizonrl.distributed.replica_pool import ReplicaEnvPool
 from horizonrl.envs.core import parse_item_id
 from horizonrl.rollout.engine import EngineConfig
 from horizonrl.rollout.engines import make_engine
@@ -70,6 +72,9 @@ class EngineRollout:
         self.sampler.close()
 
     def _pool(self, family: str) -> EnvPool:
+        if family in self.env_urls and "," in self.env_urls[family]:
+            urls = [u.strip() for u in self.env_urls[family].split(",")]
+            return ReplicaEnvPool(urls, family, timeout=self.cfg.rollout.env_timeout_s)
         if family in self.env_urls:
             return RemoteEnvPool(self.env_urls[family], family, timeout=self.cfg.rollout.env_timeout_s)
         return LocalEnvPool(family, env_kwargs=dict(self.cfg.env.kwargs.get(family) or {}))

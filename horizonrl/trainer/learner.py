@@ -29,6 +29,11 @@ rollout's sampling temperature; top-k/top-p never applied):
 `score` runs the same micro-batches (rows sorted by length, `trainer.micro_batch_size` each) as
 the update's first pass, so the recomputed `old_logprobs` are bitwise what that pass computes.
 Non-finite gradients are never applied: the optimizer step is skipped and counted.
+
+Under torchrun (`parallel` a `horizonrl.distributed.parallel.DataParallel`) the models are wrapped
+(DDP or FSDP2), every rank scores and trains on its token-balanced share of each mini-batch in
+lock-step, the shares' results are summed over ranks, and each rank's loss is scaled so that the
+averaged gradient is the one-process gradient of the same batch (the math is in that module).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from horizonrl.algos.losses import (
     value_loss,
 )
 from horizonrl.config import Config
+from horizonrl.distributed.parallel import SingleProcess
 from horizonrl.models import load_model
 from horizonrl.trainer.batch import Batch, micro_batches
 from horizonrl.trainer.workflows import get_workflow
@@ -109,8 +115,9 @@ def _build_critic(actor: Any, seed: int) -> Any:
 class Learner:
     """Holds the models and optimizers; `score` fills old/ref logprobs and values, `update` trains."""
 
-    def __init__(self, cfg: Config, device: torch.device) -> None:
+    def __init__(self, cfg: Config, device: torch.device, parallel: SingleProcess | None = None) -> None:
         self.cfg = cfg
+        self.parallel = parallel or SingleProcess()
         self.device = device
         self.estimator = get_estimator(cfg.algorithm.estimator)
         self.policy_loss = get_policy_loss(cfg.algorithm.policy_loss)
@@ -137,7 +144,14 @@ class Learner:
                 actor = _wrap_lora(actor, lora)
         elif self._needs_reference():
             self.reference = copy.deepcopy(actor).eval().requires_grad_(False).to(device)
-        self.actor = actor.to(device)
+        actor = actor.to(device)
+        self.sampler = self.parallel.sampling_copy(actor)
+        """A whole copy of the weights for the rollout where the actor is sharded (FSDP2), else None."""
+        self.actor = self.parallel.wrap(actor)
+        if self.critic is not None:
+            self.critic = self.parallel.wrap(self.critic)
+        if self.reference is not None:
+            self.reference = self.parallel.wrap_frozen(self.reference)
         t = cfg.trainer
         params = [p for p in self.actor.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
@@ -161,6 +175,35 @@ class Learner:
         if self.critic is not None:
             out |= {"critic_optimizer": self.critic_optimizer, "critic_scheduler": self.critic_scheduler}
         return out
+
+    def sampling_model(self) -> Any:
+        """The module the rollout samples from (the actor itself in one process, never a wrapper)."""
+        return self.sampler if self.sampler is not None else self.parallel.unwrap(self.actor)
+
+    def refresh_sampling_model(self) -> None:
+        """Bring `sampling_model()` up to the actor's weights (a collective under FSDP2)."""
+        self.parallel.refresh_sampling_copy(self.actor, self.sampler)
+
+    def _micro_batches(self, batch: Batch, rows: list[int]) -> Iterator[tuple[list[int], Batch, bool]]:
+        """This rank's micro-batches of `rows` as `(rows, Batch, real)`; `real` is False for a
+        lock-step dummy (the shortest row, to be run with weight 0)."""
+        size = self.cfg.trainer.micro_batch_size
+        if not self.parallel.lockstep:
+            for chunk, mb in micro_batches(batch, rows, size):
+                yield chunk, mb, True
+            return
+        lengths = batch.lengths.tolist()
+        for chunk in self.parallel.micro_batches(rows, lengths, size):
+            if chunk:
+                yield chunk, batch.select(chunk), True
+            else:
+                yield [], batch.select([min(rows, key=lambda r: lengths[r])]), False
+
+    @contextmanager
+    def _grad_sync(self, sync: bool) -> Iterator[None]:
+        critic = self.parallel.grad_sync(self.critic, sync) if self.critic is not None else nullcontext()
+        with self.parallel.grad_sync(self.actor, sync), critic:
+            yield
 
     # --- forward passes ------------------------------------------------------------------
     def _amp(self) -> Any:
@@ -223,29 +266,37 @@ class Learner:
     def score(self, batch: Batch) -> Batch:
         """Fill `old_logprobs`, `ref_logprobs` and `values` (before any update) for the whole batch."""
         a = self.cfg.algorithm
+        self.parallel.check_same(batch.input_ids, "the rollout batch")
         B, T = batch.input_ids.shape
         temperature = self.logprob_temperature
-        old = batch.rollout_logprobs.clone()
+        old = torch.zeros(B, T) if a.recompute_old_logprobs else batch.rollout_logprobs.clone()
         ref = torch.zeros(B, T) if self._needs_reference() else None
         values = torch.zeros(B, T) if self.critic is not None else None
         final = torch.zeros(B) if self.critic is not None else None
         self.actor.eval()
         if self.critic is not None:
             self.critic.eval()
-        for rows, mb in micro_batches(batch, list(range(B)), self.cfg.trainer.micro_batch_size):
-            w = mb.input_ids.shape[1]
+        for rows, mb, real in self._micro_batches(batch, list(range(B))):
+            w = mb.input_ids.shape[1]  # a lock-step dummy (not `real`) is run, its results dropped
             if a.recompute_old_logprobs:
-                old[rows, :w] = self.token_logprobs(self.actor, mb, entropy=False, temperature=temperature)[
-                    0
-                ].cpu()
+                lp = self.token_logprobs(self.actor, mb, entropy=False, temperature=temperature)[0]
+                if real:
+                    old[rows, :w] = lp.cpu()
             if ref is not None:
                 with self._reference_weights() as reference:
-                    ref[rows, :w] = self.token_logprobs(
-                        reference, mb, entropy=False, temperature=temperature
-                    )[0].cpu()
+                    lp = self.token_logprobs(reference, mb, entropy=False, temperature=temperature)[0]
+                if real:
+                    ref[rows, :w] = lp.cpu()
             if values is not None and final is not None:
                 v, f = self.token_values(mb)
-                values[rows, :w], final[rows] = v.cpu(), f.cpu()
+                if real:
+                    values[rows, :w], final[rows] = v.cpu(), f.cpu()
+        # each row was scored on exactly one rank (zeros elsewhere): the sums are the results
+        reduce = self.parallel.all_reduce_sum
+        old = reduce(old) if a.recompute_old_logprobs else old
+        ref = None if ref is None else reduce(ref)
+        values = None if values is None else reduce(values)
+        final = None if final is None else reduce(final)
         mask = batch.loss_mask.float()
         return batch.with_(
             old_logprobs=old * mask,
@@ -286,22 +337,32 @@ class Learner:
                 self.optimizer.zero_grad(set_to_none=True)
                 if self.critic_optimizer is not None:
                     self.critic_optimizer.zero_grad(set_to_none=True)
-                for _, mb in micro_batches(batch, mini, t.micro_batch_size):
-                    weight = _weight_base(mb, token_mode) / total
-                    if weight == 0:
+                objective = 0.0  # the mini-batch loss sum_m w_m L_m (this rank's terms)
+                chunks = list(self._micro_batches(batch, mini))
+                for k, (_, mb, real) in enumerate(chunks):
+                    weight = _weight_base(mb, token_mode) / total if real else 0.0
+                    if weight == 0 and not self.parallel.lockstep:
                         continue
-                    stats = self._micro_step(mb, weight)
+                    with self._grad_sync(k == len(chunks) - 1):
+                        stats = self._micro_step(mb, weight * self.parallel.grad_scale)
                     dev = stats.pop("ratio/max_dev")
+                    total_loss = stats.pop("loss/total")
+                    if weight == 0:  # a lock-step dummy (or a row without sampled tokens)
+                        continue
+                    objective += weight * total_loss
                     ratio_dev = max(ratio_dev, dev)
                     if optimizer_steps == 0:  # before any update: pi_theta is pi_old exactly
                         first_dev = max(first_dev, dev)
                     for name, value in stats.items():
                         record(name, value)
+                record("loss/objective", float(self.parallel.all_reduce_sum(torch.tensor(objective))))
                 params = [p for p in self.actor.parameters() if p.requires_grad]
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, t.max_grad_norm)
+                grad_norm = self.parallel.clip_grad_norm(params, t.max_grad_norm)
                 critic_norm = None
                 if self.critic is not None:
-                    critic_norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
+                    critic_norm = self.parallel.clip_grad_norm(
+                        list(self.critic.parameters()), t.max_grad_norm
+                    )
                 finite = bool(torch.isfinite(grad_norm)) and (
                     critic_norm is None or bool(torch.isfinite(critic_norm))
                 )
@@ -319,6 +380,10 @@ class Learner:
                     self.critic_optimizer.step()
         self._step_schedulers()
         self.actor.eval()
+        if self.parallel.lockstep:  # statistics over every rank's micro-batches
+            sums, counts, ratio_dev, first_dev = _merge_ranks(
+                self.parallel.all_gather_object((sums, counts, ratio_dev, first_dev))
+            )
         out = {name: sums[name] / counts[name] for name in sums}
         out["lr"] = float(self.lr_scheduler.get_last_lr()[0])
         out["update/nonfinite"] = float(nonfinite)
@@ -372,6 +437,7 @@ class Learner:
                 loss = loss + a.kl_coef * kl
             stats["loss/kl"] = float(kl.detach())
         (loss * weight).backward()
+        stats["loss/total"] = float(loss.detach())
         if self.critic is not None:
             assert mb.values is not None and mb.returns is not None
             values, _ = self.token_values(mb)
@@ -384,9 +450,22 @@ class Learner:
                 agg=a.loss_agg,
             )
             (a.vf_coef * vl * weight).backward()
+            stats["loss/total"] += a.vf_coef * float(vl.detach())
             stats["loss/value"] = float(vl.detach())
             stats["value/clip_frac"] = float(v_stats["clip_frac"])
         return stats
+
+
+def _merge_ranks(
+    parts: list[tuple[dict[str, float], dict[str, int], float, float]],
+) -> tuple[dict[str, float], dict[str, int], float, float]:
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for part_sums, part_counts, _, _ in parts:
+        for name, value in part_sums.items():
+            sums[name] = sums.get(name, 0.0) + value
+            counts[name] = counts.get(name, 0) + part_counts[name]
+    return sums, counts, max(p[2] for p in parts), max(p[3] for p in parts)
 
 
 def _weight_base(mb: Batch, token_mode: bool) -> float:

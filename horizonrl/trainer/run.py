@@ -8,6 +8,11 @@
   state in `trainer_state()` / `load_trainer_state()`;
 - `save()` writes checkpoint `step_N` (models, optimizers, `trainer_state()`, tokenizer);
 - `evaluate(name)` plays the eval split into `<run>/<name>/` as `horizonrl eval` would (`evaluate_policy`).
+
+Under torchrun (`resources.learner_world_size > 1`) every rank builds a `TrainingRun`: the learner
+is data-parallel, the rollout is split over the ranks (`sharded_rollout`), and only rank 0 writes
+the run directory (config, metrics, trajectories, reports, console lines); checkpoints are
+written by all ranks together (`checkpoint`).
 """
 
 from __future__ import annotations
@@ -16,31 +21,61 @@ import json
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from horizonrl.config import Config, to_yaml
+from horizonrl.config import Config, LoggingConfig, to_yaml
+from horizonrl.distributed.launch import init_process_group, threads_per_rank, under_torchrun, world
+from horizonrl.distributed.parallel import SingleProcess, make_parallel
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
 from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.learner import Learner
 from horizonrl.trainer.monitor import Monitor
+from horizonrl.trainer.sharded_rollout import ShardedRollout
+
+
+def device_kind(cfg: Config) -> str:
+    """`cuda` or `cpu`: `trainer.device`, with `auto` meaning cuda where there is one."""
+    if cfg.trainer.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return cfg.trainer.device
 
 
 def setup_torch(cfg: Config) -> torch.device:
-    """Threads, determinism and seeds from `cfg.trainer`; returns the device to train on."""
+    """Threads, determinism and seeds from `cfg.trainer`; returns the device to train on. Under
+    torchrun it joins the process group and takes this rank's GPU (or share of the CPU threads)."""
     t = cfg.trainer
-    torch.set_num_threads(t.num_threads)
+    kind = device_kind(cfg)
+    w = world()
+    if w.size > 1 and under_torchrun():
+        init_process_group(kind)
+    torch.set_num_threads(
+        threads_per_rank(t.num_threads, w.local_size, kind) if w.size > 1 else t.num_threads
+    )
     if t.deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
     random.seed(t.seed)
     torch.manual_seed(t.seed)
-    if t.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(t.device)
+    if kind == "cuda" and w.size > 1:
+        return torch.device("cuda", w.local_rank)
+    return torch.device(kind)
+
+
+class SilentMonitor(Monitor):
+    """The monitor of a rank other than 0: nothing written, nothing printed."""
+
+    def truncate_after(self, step: int) -> None:
+        pass
+
+    def log(
+        self, step: int, metrics: dict[str, float], histograms: dict[str, list[int]] | None = None
+    ) -> None:
+        pass
 
 
 def config_dict(cfg: Config) -> dict[str, Any]:
@@ -53,13 +88,16 @@ def config_dict(cfg: Config) -> dict[str, Any]:
     return result
 
 
-def evaluate_policy(cfg: Config, rollout: Rollout, out: Path, step: int) -> dict[str, Any]:
+def evaluate_policy(
+    cfg: Config, rollout: Rollout, out: Path, step: int, *, write: bool = True
+) -> dict[str, Any]:
     """Play the `cfg.eval` items; writes `out/report.json`, `out/report.md`, `out/trajectories.jsonl`.
 
     The rules and the report are `horizonrl eval`'s: each family's eval turn cap unless
     `eval.max_turns` is given, every item reset with `eval.seed`, the engine built from `cfg.eval`
     (`engine_rollout.engine_config`), the report `eval_summary` per family combined; plus `step`.
     So `horizonrl eval --model <checkpoint>/model` with the same settings gives the same report.
+    With `write=False` (ranks other than 0) the report is built but no file is written.
     """
     from horizonrl.envs.core import parse_item_id
     from horizonrl.envs.registry import get_family
@@ -78,7 +116,8 @@ def evaluate_policy(cfg: Config, rollout: Rollout, out: Path, step: int) -> dict
     start = time.perf_counter()
     trajectories = rollout(episodes, step=step, greedy=True)
     wall = time.perf_counter() - start
-    write_jsonl(out / "trajectories.jsonl", trajectories)
+    if write:
+        write_jsonl(out / "trajectories.jsonl", trajectories)
     by_family: dict[str, list[Trajectory]] = {f: [] for f in families}
     for traj in trajectories:
         by_family[parse_item_id(traj.item_id)[0]].append(traj)
@@ -92,7 +131,8 @@ def evaluate_policy(cfg: Config, rollout: Rollout, out: Path, step: int) -> dict
         "sampled_tokens": tokens,
         "tokens_per_s": round(tokens / max(wall, 1e-9), 1),
     }
-    write_report(report, out)
+    if write:
+        write_report(report, out)
     return report
 
 
@@ -105,18 +145,27 @@ class TrainingRun:
     def __init__(
         self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
     ) -> None:
+        self.device = setup_torch(cfg)
+        self.parallel: SingleProcess = make_parallel(cfg.resources.strategy, self.device, bf16=cfg.model.bf16)
+        self.is_main = self.parallel.world.is_main
+        """Rank 0 (or the only process): the one that writes the run directory."""
+        if not self.is_main:  # quiet: rank 0 logs for everyone
+            quiet = LoggingConfig(tensorboard=False, save_trajectories=False, console=False)
+            cfg = replace(cfg, logging=quiet)
         self.cfg = cfg
         self.env_urls = dict(env_urls or {})
         """Family -> env server URL; other families run in-process."""
         self.run_dir = Path(cfg.trainer.output_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.device = setup_torch(cfg)
-        self.learner = Learner(cfg, self.device)
+        self.learner = Learner(cfg, self.device, self.parallel)
         self.step = 0
         """Steps completed; checkpoint `step_N` holds the state after N steps."""
         self._rollout = rollout
-        (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
-        self.monitor = Monitor(self.run_dir, cfg.logging, config_dict(cfg))
+        if self.is_main:
+            (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
+            self.monitor = Monitor(self.run_dir, cfg.logging, config_dict(cfg))
+        else:
+            self.monitor = SilentMonitor(self.run_dir, cfg.logging)
 
     # --- state of the subclass, saved with every checkpoint -------------------------------
     def trainer_state(self) -> dict[str, Any]:
@@ -131,7 +180,10 @@ class TrainingRun:
         checkpoint = resolve_resume(self.cfg.trainer.resume, self.run_dir)
         if checkpoint is not None:
             state = load_checkpoint(
-                checkpoint, models=self.learner.models(), optimizers=self.learner.optimizers()
+                checkpoint,
+                models=self.learner.models(),
+                optimizers=self.learner.optimizers(),
+                parallel=self.parallel,
             )
             self.step = int(state["step"])
             self.load_trainer_state(state)
@@ -147,6 +199,8 @@ class TrainingRun:
             trainer_state={"kind": self.kind, **self.trainer_state()},
             tokenizer=self.learner.tokenizer,
             keep_last=self.cfg.trainer.keep_last,
+            parallel=self.parallel,
+            plain_model=self.learner.sampling_model(),
         )
 
     def final_model_dir(self) -> Path:
@@ -156,7 +210,12 @@ class TrainingRun:
     def rollout(self) -> Rollout:
         """The rollout given at construction, else the engine over the learner's actor (built once)."""
         if self._rollout is None:
-            self._rollout = EngineRollout(self.cfg, self.learner.actor, self.learner.tokenizer, self.env_urls)
+            learner = self.learner
+            self._rollout = EngineRollout(
+                self.cfg, learner.sampling_model(), learner.tokenizer, self.env_urls
+            )
+        if self.parallel.lockstep and not isinstance(self._rollout, ShardedRollout):
+            self._rollout = ShardedRollout(self._rollout, self.parallel, self.learner.refresh_sampling_model)
         return self._rollout
 
     def sync_rollout(self) -> dict[str, float]:
@@ -168,7 +227,7 @@ class TrainingRun:
     def evaluate(self, name: str) -> dict[str, float]:
         """Eval of `eval.split` (greedy by default) into `<run>/<name>/` (`evaluate_policy`)."""
         self.say(f"eval {name}: {self.cfg.eval.split} split at temperature {self.cfg.eval.temperature:g}")
-        report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step)
+        report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step, write=self.is_main)
         wall = report["timing"]["wall_s"]
         self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n_items']} items ({wall} s)")
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
@@ -180,5 +239,5 @@ class TrainingRun:
         return every > 0 and self.step % every == 0
 
     def say(self, text: str) -> None:
-        if self.cfg.logging.console:
+        if self.cfg.logging.console and self.is_main:
             print(f"horizonrl {self.kind}: {text}", file=sys.stderr, flush=True)

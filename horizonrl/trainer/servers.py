@@ -182,7 +182,10 @@ def start_env_servers(
     poll_s: float = POLL_S,
 ) -> Iterator[EnvServers]:
     """Launch (when `env.launch`) and check the env servers; supervise the launched ones."""
-    urls = {family: url.rstrip("/") for family, url in cfg.env.servers.items()}
+    urls = {
+        family: ",".join(u.strip().rstrip("/") for u in url.split(","))
+        for family, url in cfg.env.servers.items()
+    }
     launched: dict[str, LaunchedServer] = {}
     watcher: ServerWatcher | None = None
     try:
@@ -199,8 +202,9 @@ def start_env_servers(
                 launched[family] = LaunchedServer.start(family, urls[family], [*cmd, "--port", str(port)])
             for server in launched.values():
                 wait_healthy(server.url, server.process)
-        for url in urls.values():
-            wait_healthy(url, timeout=30.0)
+        for given in urls.values():
+            for url in given.split(","):  # several replicas of one family: "URL,URL"
+                wait_healthy(url.strip(), timeout=30.0)
         watcher = ServerWatcher(
             list(launched.values()),
             max_restarts=max_restarts,

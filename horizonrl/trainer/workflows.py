@@ -30,6 +30,8 @@ class Workflow:
     """Nothing to train on without `data.train_files`."""
     warm_start: bool = False
     """`sft.warmup_steps > 0` runs an SFT phase first and this workflow from its weights."""
+    data_parallel: bool = False
+    """Trains under torchrun (`resources.learner_world_size > 1`); the others run in one process."""
 
     def trainer_class(self) -> Any:
         module, _, name = self.trainer.partition(":")
@@ -40,7 +42,12 @@ class Workflow:
 
 
 _RL = Workflow(
-    "horizonrl.trainer.rl:RLTrainer", "kl", reads_trajectories=False, needs_train_files=False, warm_start=True
+    "horizonrl.trainer.rl:RLTrainer",
+    "kl",
+    reads_trajectories=False,
+    needs_train_files=False,
+    warm_start=True,
+    data_parallel=True,
 )
 
 WORKFLOWS: dict[str, Workflow] = {
