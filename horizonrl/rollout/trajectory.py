@@ -122,11 +122,15 @@ def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], *, append:
     return n
 
 
+_PNG_BASE64 = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()[:8]
+"""How every base64 PNG begins (its 8-byte signature, encoded): tells one from a file path."""
+
+
 def _saved_screenshot(jsonl: Path, view: dict[str, Any]) -> dict[str, Any]:
     """`view` with a base64 `screenshot` saved as a PNG beside `jsonl` and replaced by its relative path."""
     data = view.get("screenshot")
-    if not isinstance(data, str) or data.endswith(".png"):
-        return view
+    if not isinstance(data, str) or not data.startswith(_PNG_BASE64):
+        return view  # already a path (a re-written or planted record)
     png = base64.b64decode(data)
     folder = jsonl.parent / f"{jsonl.stem}.screenshots"
     folder.mkdir(parents=True, exist_ok=True)
