@@ -79,6 +79,23 @@ class CountingEnv:
         self.closed = True
 
 
+def run_past_response_budget(
+    tok: Any, make_engine: Callable[..., Any], budget: int
+) -> tuple[ScriptedBackend, list]:
+    """Two toy episodes through `make_engine(backend, **cfg)` whose long replies (and 40-word
+    observations) run past `max_response_length=budget` well before the 20-turn cap."""
+    long_reply = "Thought: " + "very " * 30 + "\nAction: look"
+    backend = ScriptedBackend(tok, lambda req: long_reply)
+    trajs = make_engine(
+        backend,
+        make_env=lambda: CountingEnv(obs_words=40),
+        max_turns=20,
+        max_tokens=64,
+        max_response_length=budget,
+    ).run(["toy_0", "toy_1"])
+    return backend, trajs
+
+
 class ServeProcess:
     """`horizonrl serve FAMILY --port 0` in a subprocess; `url` once it says it is ready."""
 

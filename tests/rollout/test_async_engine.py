@@ -20,7 +20,7 @@ from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.rollout.engines import make_engine
 from horizonrl.rollout.envpool import LocalEnvPool
-from tests.rollout.helpers import CountingEnv, ScriptedBackend
+from tests.rollout.helpers import CountingEnv, ScriptedBackend, run_past_response_budget
 from tests.rollout.test_engine import TOY_PROMPT, _win_on_second_turn, check_trajectory
 
 
@@ -137,16 +137,8 @@ def test_env_error_and_timeout_fail_only_their_episode(tok):
 
 
 def test_budgets_caps_groups_and_batch_size_hold(tok):
-    long_reply = "Thought: " + "very " * 30 + "\nAction: look"
-    backend = ScriptedBackend(tok, lambda req: long_reply)
     budget = 150
-    trajs = _async(
-        backend,
-        make_env=lambda: CountingEnv(obs_words=40),
-        max_turns=20,
-        max_tokens=64,
-        max_response_length=budget,
-    ).run(["toy_0", "toy_1"])
+    backend, trajs = run_past_response_budget(tok, _async, budget)
     for t in trajs:
         assert t.truncated and t.meta["stop_reason"] == "max_response_length" and t.num_turns < 20
         check_trajectory(t, tok, max_response_length=budget)

@@ -14,7 +14,7 @@ from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.rollout.envpool import LocalEnvPool
 from horizonrl.rollout.trajectory import Trajectory
-from tests.rollout.helpers import CountingEnv, ScriptedBackend
+from tests.rollout.helpers import CountingEnv, ScriptedBackend, run_past_response_budget
 
 TOY_PROMPT = FamilyPrompt(family="toy", instruction="Say win when asked twice.")
 
@@ -101,16 +101,8 @@ def test_the_engine_is_the_one_turn_counter(tok):
 
 
 def test_response_budget_is_enforced_during_the_rollout(tok):
-    long_reply = "Thought: " + "very " * 30 + "\nAction: look"
-    backend = ScriptedBackend(tok, lambda req: long_reply)
     budget = 150
-    trajs = _engine(
-        backend,
-        make_env=lambda: CountingEnv(obs_words=40),
-        max_turns=20,
-        max_tokens=64,
-        max_response_length=budget,
-    ).run(["toy_0", "toy_1"])
+    backend, trajs = run_past_response_budget(tok, _engine, budget)
     for t in trajs:
         assert t.truncated and t.meta["stop_reason"] == "max_response_length"
         assert t.num_turns < 20

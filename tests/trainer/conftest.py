@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from horizonrl.config import load_config
 from horizonrl.models import load_tokenizer
 from horizonrl.rollout.trajectory import Trajectory
 
@@ -73,6 +74,27 @@ class ScriptedRollout:
                 )
             )
         return out
+
+
+def scripted_rl_config(tmp_path, *overrides):
+    """A one-step RL config on the tiny model (2 textcraft items x 2 samples, no eval, no loggers)
+    for a trainer fed by `ScriptedRollout`; `overrides` come last, so they win."""
+    return load_config(
+        None,
+        [
+            "model.path=tiny",
+            "model.bf16=false",
+            f"trainer.output_dir={tmp_path}",
+            "trainer.total_steps=1",
+            "data.families=[textcraft]",
+            "data.batch_size=2",
+            "rollout.n=2",
+            "eval.at_end=false",
+            "logging.tensorboard=false",
+            "logging.console=false",
+            *overrides,
+        ],
+    )
 
 
 @pytest.fixture

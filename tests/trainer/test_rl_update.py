@@ -7,29 +7,13 @@ import json
 import pytest
 import torch
 
-from horizonrl.config import load_config
 from horizonrl.trainer.rl import RLTrainer
+from tests.trainer.conftest import scripted_rl_config
 
 
 def _config(tmp_path, *extra):
-    return load_config(
-        None,
-        [
-            "model.path=tiny",
-            "model.bf16=false",
-            f"trainer.output_dir={tmp_path}",
-            "trainer.total_steps=1",
-            "trainer.lr=1e-3",
-            "trainer.critic_lr=1e-3",
-            "trainer.micro_batch_size=3",
-            "data.families=[textcraft]",
-            "data.batch_size=2",
-            "rollout.n=2",
-            "eval.at_end=false",
-            "logging.tensorboard=false",
-            "logging.console=false",
-            *extra,
-        ],
+    return scripted_rl_config(
+        tmp_path, "trainer.lr=1e-3", "trainer.critic_lr=1e-3", "trainer.micro_batch_size=3", *extra
     )
 
 

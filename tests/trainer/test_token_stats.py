@@ -6,29 +6,12 @@ import json
 
 import pytest
 
-from horizonrl.config import load_config
 from horizonrl.trainer.rl import RLTrainer
+from tests.trainer.conftest import scripted_rl_config
 
 
 def _config(tmp_path, *extra):
-    return load_config(
-        None,
-        [
-            "model.path=tiny",
-            "model.bf16=false",
-            f"trainer.output_dir={tmp_path}",
-            "trainer.total_steps=1",
-            "trainer.micro_batch_size=4",
-            "data.families=[textcraft]",
-            "data.batch_size=2",
-            "rollout.n=2",
-            "algorithm.adv_estimator=grpo",
-            "eval.at_end=false",
-            "logging.tensorboard=false",
-            "logging.console=false",
-            *extra,
-        ],
-    )
+    return scripted_rl_config(tmp_path, "trainer.micro_batch_size=4", "algorithm.adv_estimator=grpo", *extra)
 
 
 def test_saved_stats_line_up_with_the_saved_trajectories(tmp_path, scripted_rollout):

@@ -16,10 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from horizonrl.envs.web.sites.common import database, form_data, html, one, redirect
+from horizonrl.envs.web.sites.common import database, form_data, html, one, page_of, redirect
 from horizonrl.envs.web.sites.data import TODAY
 from horizonrl.envs.web.sites.html import (
-    PER_PAGE,
     esc,
     form,
     link,
@@ -29,6 +28,7 @@ from horizonrl.envs.web.sites.html import (
     pager,
     radios,
     search_form,
+    searched_table,
     table,
     textbox,
     url,
@@ -92,13 +92,15 @@ def orders(request: Request) -> Response:
         args += [f"%{q}%", f"%{q}%"]
     sql = " FROM orders o JOIN customers c ON c.id = o.customer_id WHERE " + " AND ".join(where)
     with database(request) as db:
-        count = db.execute("SELECT COUNT(*)" + sql, args).fetchone()[0]
-        rows = db.execute(
+        count, rows = page_of(
+            db,
+            "SELECT COUNT(*)" + sql,
             "SELECT o.*, c.first_name || ' ' || c.last_name AS customer"
             + sql
-            + " ORDER BY o.created DESC, o.id DESC LIMIT ? OFFSET ?",
-            [*args, PER_PAGE, (n - 1) * PER_PAGE],
-        ).fetchall()
+            + " ORDER BY o.created DESC, o.id DESC",
+            args,
+            n,
+        )
     filters = " ".join(
         link(url("/orders", status=s, q=q), f"{s.capitalize()} orders" if s else "All orders")
         for s in ["", *STATUSES]
@@ -201,13 +203,14 @@ def products(request: Request) -> Response:
     where = "p.name LIKE ? OR p.sku LIKE ?"
     args = [f"%{q}%", f"%{q}%"]
     with database(request) as db:
-        count = db.execute(f"SELECT COUNT(*) FROM products p WHERE {where}", args).fetchone()[0]
-        rows = db.execute(
+        count, rows = page_of(
+            db,
+            f"SELECT COUNT(*) FROM products p WHERE {where}",
             "SELECT p.*, c.name AS category FROM products p JOIN categories c ON c.id = p.category_id"
-            f" WHERE {where}"
-            " ORDER BY p.id LIMIT ? OFFSET ?",
-            [*args, PER_PAGE, (n - 1) * PER_PAGE],
-        ).fetchall()
+            f" WHERE {where} ORDER BY p.id",
+            args,
+            n,
+        )
     cells = [
         (
             esc(p["sku"]),
@@ -220,12 +223,8 @@ def products(request: Request) -> Response:
         )
         for p in rows
     ]
-    body = (
-        search_form("/products", q, label="Search products")
-        + table(["SKU", "Name", "Category", "Price", "Quantity", "Status", ""], cells)
-        + pager("/products", n, count, q=q)
-    )
-    return _view("Products", body)
+    headers = ["SKU", "Name", "Category", "Price", "Quantity", "Status", ""]
+    return _view("Products", searched_table("/products", q, "Search products", headers, cells, n, count))
 
 
 def edit_product(request: Request) -> Response:
@@ -271,11 +270,13 @@ def customers(request: Request) -> Response:
     where = "first_name || ' ' || last_name LIKE ? OR email LIKE ?"
     args = [f"%{q}%", f"%{q}%"]
     with database(request) as db:
-        count = db.execute(f"SELECT COUNT(*) FROM customers WHERE {where}", args).fetchone()[0]
-        rows = db.execute(
-            f"SELECT * FROM customers WHERE {where} ORDER BY id LIMIT ? OFFSET ?",
-            [*args, PER_PAGE, (n - 1) * PER_PAGE],
-        ).fetchall()
+        count, rows = page_of(
+            db,
+            f"SELECT COUNT(*) FROM customers WHERE {where}",
+            f"SELECT * FROM customers WHERE {where} ORDER BY id",
+            args,
+            n,
+        )
     cells = [
         (
             esc(c["id"]),
@@ -286,12 +287,8 @@ def customers(request: Request) -> Response:
         )
         for c in rows
     ]
-    body = (
-        search_form("/customers", q, label="Search customers")
-        + table(["ID", "Name", "Email", "Phone", "Location"], cells)
-        + pager("/customers", n, count, q=q)
-    )
-    return _view("Customers", body)
+    headers = ["ID", "Name", "Email", "Phone", "Location"]
+    return _view("Customers", searched_table("/customers", q, "Search customers", headers, cells, n, count))
 
 
 def customer(request: Request) -> Response:
@@ -349,12 +346,14 @@ async def save_customer(request: Request) -> Response:
 def reviews(request: Request) -> Response:
     n = page_number(request.query_params.get("page"))
     with database(request) as db:
-        count = db.execute("SELECT COUNT(*) FROM reviews").fetchone()[0]
-        rows = db.execute(
+        count, rows = page_of(
+            db,
+            "SELECT COUNT(*) FROM reviews",
             "SELECT r.*, p.name AS product FROM reviews r JOIN products p ON p.id = r.product_id"
-            " ORDER BY r.created DESC, r.id DESC LIMIT ? OFFSET ?",
-            (PER_PAGE, (n - 1) * PER_PAGE),
-        ).fetchall()
+            " ORDER BY r.created DESC, r.id DESC",
+            (),
+            n,
+        )
     cells = [
         (esc(r["created"]), esc(r["product"]), esc(r["nickname"]), esc(r["rating"]), esc(r["title"]))
         for r in rows

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from horizonrl.envs.web.sites.html import esc
+from horizonrl.envs.web.sites.html import PER_PAGE, esc
 from horizonrl.envs.web.sites.tenants import (
     ADMIN_HEADER,
     DEFAULT_TENANT,
@@ -60,6 +60,16 @@ def one(db: sqlite3.Connection, sql: str, *args: Any) -> sqlite3.Row:
     if row is None:
         raise HTTPException(404, "Not found")
     return row
+
+
+def page_of(
+    db: sqlite3.Connection, count_sql: str, rows_sql: str, args: Sequence[Any], page_no: int
+) -> tuple[int, list[sqlite3.Row]]:
+    """How many rows `count_sql` counts, and page `page_no` (PER_PAGE rows) of `rows_sql`;
+    both take `args`, and `rows_sql` gets ` LIMIT ? OFFSET ?` appended."""
+    total = db.execute(count_sql, tuple(args)).fetchone()[0]
+    rows = db.execute(f"{rows_sql} LIMIT ? OFFSET ?", (*args, PER_PAGE, (page_no - 1) * PER_PAGE)).fetchall()
+    return total, rows
 
 
 def html(text: str, status: int = 200) -> HTMLResponse:

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from horizonrl.envs.web.sites.common import database, form_data, html, one, redirect
+from horizonrl.envs.web.sites.common import database, form_data, html, one, page_of, redirect
 from horizonrl.envs.web.sites.data import TODAY
 from horizonrl.envs.web.sites.html import (
     PER_PAGE,
@@ -58,11 +58,13 @@ def _sort(request: Request) -> str:
 def _listing(db: sqlite3.Connection, request: Request, path: str, where: str, args: tuple) -> str:
     sort = _sort(request)
     n = page_number(request.query_params.get("page"))
-    count = db.execute(f"SELECT COUNT(*) FROM posts p WHERE {where}", args).fetchone()[0]
-    rows = db.execute(
-        f"{_POSTS} WHERE {where} ORDER BY {SORTS[sort][1]} LIMIT ? OFFSET ?",
-        (*args, PER_PAGE, (n - 1) * PER_PAGE),
-    ).fetchall()
+    count, rows = page_of(
+        db,
+        f"SELECT COUNT(*) FROM posts p WHERE {where}",
+        f"{_POSTS} WHERE {where} ORDER BY {SORTS[sort][1]}",
+        args,
+        n,
+    )
     sorts = " ".join(
         link(f"{path}?sort={k}", f"Sort by {text}") for k, (text, _) in SORTS.items() if k != sort
     )
@@ -111,22 +113,32 @@ def forum(request: Request) -> Response:
     return _view(f"f/{f['name']}", body)
 
 
+def _post(db: sqlite3.Connection, request: Request) -> sqlite3.Row:
+    """The post of a `/f/{forum}/{id}` URL, or a 404 page when that forum has no such post."""
+    return one(
+        db,
+        f"{_POSTS} WHERE p.id = ? AND f.name = ?",
+        request.path_params["id"],
+        request.path_params["forum"],
+    )
+
+
+def _post_vote(db: sqlite3.Connection, post_id: int) -> sqlite3.Row | None:
+    """The user's vote on a post (its `value` is 1 or -1), or None when they have not voted."""
+    return db.execute(
+        "SELECT value FROM votes WHERE target = 'post' AND target_id = ?", (post_id,)
+    ).fetchone()
+
+
 def post(request: Request) -> Response:
     with database(request) as db:
-        p = one(
-            db,
-            f"{_POSTS} WHERE p.id = ? AND f.name = ?",
-            request.path_params["id"],
-            request.path_params["forum"],
-        )
+        p = _post(db, request)
         comments = db.execute(
             "SELECT c.*, u.username FROM comments c JOIN forum_users u ON u.id = c.user_id"
             " WHERE c.post_id = ? ORDER BY c.created, c.id",
             (p["id"],),
         ).fetchall()
-        vote = db.execute(
-            "SELECT value FROM votes WHERE target = 'post' AND target_id = ?", (p["id"],)
-        ).fetchone()
+        vote = _post_vote(db, p["id"])
     mine = {1: "You upvoted this post.", -1: "You downvoted this post."}.get(vote["value"] if vote else 0, "")
     action = f"/f/{p['forum']}/{p['id']}"
     body = (
@@ -158,15 +170,8 @@ async def vote(request: Request) -> Response:
     if value is None:
         return html(page(SITE, "Vote not counted", "<p>A vote is 1 or -1.</p>", NAV), 400)
     with database(request) as db:
-        p = one(
-            db,
-            f"{_POSTS} WHERE p.id = ? AND f.name = ?",
-            request.path_params["id"],
-            request.path_params["forum"],
-        )
-        old = db.execute(
-            "SELECT value FROM votes WHERE target = 'post' AND target_id = ?", (p["id"],)
-        ).fetchone()
+        p = _post(db, request)
+        old = _post_vote(db, p["id"])
         delta = value - (old["value"] if old else 0)
         db.execute(
             "INSERT OR REPLACE INTO votes(target, target_id, value) VALUES ('post', ?, ?)", (p["id"], value)
@@ -181,12 +186,7 @@ async def comment(request: Request) -> Response:
     if not text:
         return html(page(SITE, "Comment not posted", "<p>The comment is empty.</p>", NAV), 400)
     with database(request) as db:
-        p = one(
-            db,
-            f"{_POSTS} WHERE p.id = ? AND f.name = ?",
-            request.path_params["id"],
-            request.path_params["forum"],
-        )
+        p = _post(db, request)
         db.execute(
             "INSERT INTO comments(post_id, user_id, body, score, created) VALUES (?,?,?,?,?)",
             (p["id"], USER, text, 1, f"{TODAY} 12:00"),

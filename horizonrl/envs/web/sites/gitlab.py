@@ -17,11 +17,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from horizonrl.envs.web.sites.common import database, form_data, one, redirect
+from horizonrl.envs.web.sites.common import database, form_data, one, page_of, redirect
 from horizonrl.envs.web.sites.gitlab_common import (
     SITE,
     bad,
     base_url,
+    project_members,
     project_row,
     tabs,
     view,
@@ -37,14 +38,12 @@ from horizonrl.envs.web.sites.gitlab_issues import (
     new_issue_form,
 )
 from horizonrl.envs.web.sites.html import (
-    PER_PAGE,
     esc,
     form,
     link,
     page_number,
-    pager,
     radios,
-    search_form,
+    searched_table,
     table,
     textbox,
 )
@@ -58,21 +57,19 @@ def projects(request: Request) -> Response:
     n = page_number(request.query_params.get("page"))
     args = (f"%{q}%",)
     with database(request) as db:
-        count = db.execute("SELECT COUNT(*) FROM projects WHERE name LIKE ?", args).fetchone()[0]
-        rows = db.execute(
-            "SELECT * FROM projects WHERE name LIKE ? ORDER BY namespace, name LIMIT ? OFFSET ?",
-            (*args, PER_PAGE, (n - 1) * PER_PAGE),
-        ).fetchall()
+        count, rows = page_of(
+            db,
+            "SELECT COUNT(*) FROM projects WHERE name LIKE ?",
+            "SELECT * FROM projects WHERE name LIKE ? ORDER BY namespace, name",
+            args,
+            n,
+        )
     cells = [
         (link(base_url(p), f"{p['namespace']} / {p['name']}"), esc(p["description"]), esc(p["stars"]))
         for p in rows
     ]
-    body = (
-        search_form("/", q, label="Search projects")
-        + table(["Project", "Description", "Stars"], cells)
-        + pager("/", n, count, q=q)
-    )
-    return view("Projects", body)
+    headers = ["Project", "Description", "Stars"]
+    return view("Projects", searched_table("/", q, "Search projects", headers, cells, n, count))
 
 
 def user(request: Request) -> Response:
@@ -109,11 +106,7 @@ def project(request: Request) -> Response:
 def members(request: Request) -> Response:
     with database(request) as db:
         p = project_row(db, request)
-        rows = db.execute(
-            "SELECT u.username, u.name, m.role FROM members m JOIN gl_users u ON u.id = m.user_id"
-            " WHERE m.project_id = ? ORDER BY u.username",
-            (p["id"],),
-        ).fetchall()
+        rows = project_members(db, p["id"])
     cells = [(link(f"/users/{m['username']}", m["username"]), esc(m["name"]), esc(m["role"])) for m in rows]
     inner = textbox("username", "Username", required=True) + radios(
         "role", "Role", [(r, r) for r in ROLES[:4]], "Developer"

@@ -38,6 +38,15 @@ def project_row(db: sqlite3.Connection, request: Request) -> sqlite3.Row:
     )
 
 
+def project_members(db: sqlite3.Connection, project_id: int) -> list[sqlite3.Row]:
+    """The project's members (`username`, `name`, `role`), by username."""
+    return db.execute(
+        "SELECT u.username, u.name, m.role FROM members m JOIN gl_users u ON u.id = m.user_id"
+        " WHERE m.project_id = ? ORDER BY u.username",
+        (project_id,),
+    ).fetchall()
+
+
 def base_url(p: sqlite3.Row) -> str:
     return f"/{p['namespace']}/{p['name']}"
 

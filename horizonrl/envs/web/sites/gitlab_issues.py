@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from horizonrl.envs.web.sites.common import database, form_data, one, redirect
+from horizonrl.envs.web.sites.common import database, form_data, one, page_of, redirect
 from horizonrl.envs.web.sites.data import TODAY
 from horizonrl.envs.web.sites.gitlab_common import (
     ISSUE_STATES,
@@ -13,12 +13,12 @@ from horizonrl.envs.web.sites.gitlab_common import (
     USER,
     bad,
     base_url,
+    project_members,
     project_row,
     tabs,
     view,
 )
 from horizonrl.envs.web.sites.html import (
-    PER_PAGE,
     esc,
     form,
     link,
@@ -46,13 +46,15 @@ def issues(request: Request) -> Response:
             + (" AND (',' || i.labels || ',') LIKE ?" if label else "")
         )
         args: list = [p["id"]] + ([] if state == "all" else [state]) + ([f"%,{label},%"] if label else [])
-        count = db.execute(f"SELECT COUNT(*) FROM issues i WHERE {where}", args).fetchone()[0]
-        rows = db.execute(
+        count, rows = page_of(
+            db,
+            f"SELECT COUNT(*) FROM issues i WHERE {where}",
             "SELECT i.*, a.username AS author, s.username AS assignee FROM issues i"
             " JOIN gl_users a ON a.id = i.author_id LEFT JOIN gl_users s ON s.id = i.assignee_id"
-            f" WHERE {where} ORDER BY i.iid DESC LIMIT ? OFFSET ?",
-            [*args, PER_PAGE, (n - 1) * PER_PAGE],
-        ).fetchall()
+            f" WHERE {where} ORDER BY i.iid DESC",
+            args,
+            n,
+        )
     base = base_url(p)
     states = " ".join(
         link(url(f"{base}/-/issues", state=s, label=label), f"{t} issues")
@@ -122,11 +124,7 @@ def issue(request: Request) -> Response:
 def new_issue_form(request: Request) -> Response:
     with database(request) as db:
         p = project_row(db, request)
-        team = db.execute(
-            "SELECT u.username FROM members m JOIN gl_users u ON u.id = m.user_id"
-            " WHERE m.project_id = ? ORDER BY u.username",
-            (p["id"],),
-        ).fetchall()
+        team = project_members(db, p["id"])
     inner = (
         textbox("title", "Title", required=True)
         + textbox("body", "Description", kind="textarea")

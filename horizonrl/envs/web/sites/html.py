@@ -114,6 +114,19 @@ def pager(path: str, page_no: int, total: int, **params: object) -> str:
     return f'<nav aria-label="Pagination">{" ".join(parts)}</nav>'
 
 
+def searched_table(
+    path: str,
+    q: str,
+    label: str,
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    page_no: int,
+    total: int,
+) -> str:
+    """A search form (textbox `label`) over one page of results as a table, and the pager that keeps `q`."""
+    return search_form(path, q, label=label) + table(headers, rows) + pager(path, page_no, total, q=q)
+
+
 def page_number(raw: str | None) -> int:
     try:
         return max(1, int(raw or 1))

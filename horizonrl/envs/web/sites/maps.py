@@ -19,9 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from horizonrl.envs.web.sites.common import database, html, one
+from horizonrl.envs.web.sites.common import database, html, one, page_of
 from horizonrl.envs.web.sites.html import (
-    PER_PAGE,
     esc,
     form,
     link,
@@ -89,11 +88,13 @@ def search(request: Request) -> Response:
     n = page_number(request.query_params.get("page"))
     where, args = _search_sql(q)
     with database(request) as db:
-        count = db.execute(f"SELECT COUNT(*) FROM places WHERE {where}", args).fetchone()[0]
-        rows = db.execute(
-            f"SELECT * FROM places WHERE {where} ORDER BY name LIMIT ? OFFSET ?",
-            [*args, PER_PAGE, (n - 1) * PER_PAGE],
-        ).fetchall()
+        count, rows = page_of(
+            db,
+            f"SELECT COUNT(*) FROM places WHERE {where}",
+            f"SELECT * FROM places WHERE {where} ORDER BY name",
+            args,
+            n,
+        )
     cells = [
         (link(f"/place/{p['id']}", p["name"]), esc(p["kind"]), esc(f"{p['street']}, {p['city']}"))
         for p in rows

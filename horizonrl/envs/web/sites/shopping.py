@@ -19,10 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from horizonrl.envs.web.sites.common import database, form_data, html, one, redirect
+from horizonrl.envs.web.sites.common import database, form_data, html, one, page_of, redirect
 from horizonrl.envs.web.sites.data import TODAY
 from horizonrl.envs.web.sites.html import (
-    PER_PAGE,
     esc,
     form,
     hidden,
@@ -94,12 +93,13 @@ def category(request: Request) -> Response:
     slug = request.path_params["slug"]
     with database(request) as db:
         cat = one(db, "SELECT * FROM categories WHERE slug = ?", slug)
-        total = db.execute("SELECT COUNT(*) FROM products WHERE category_id = ? AND enabled", (cat["id"],))
-        count = total.fetchone()[0]
-        rows = db.execute(
-            f"{_RATED} WHERE p.category_id = ? AND p.enabled ORDER BY {SORTS[sort][1]} LIMIT ? OFFSET ?",
-            (cat["id"], PER_PAGE, (n - 1) * PER_PAGE),
-        ).fetchall()
+        count, rows = page_of(
+            db,
+            "SELECT COUNT(*) FROM products WHERE category_id = ? AND enabled",
+            f"{_RATED} WHERE p.category_id = ? AND p.enabled ORDER BY {SORTS[sort][1]}",
+            (cat["id"],),
+            n,
+        )
     sorts = " ".join(link(f"/category/{slug}?sort={k}", text) for k, (text, _) in SORTS.items() if k != sort)
     body = f"<p>{sorts}</p>{_product_list(rows)}{pager(f'/category/{slug}', n, count, sort=sort)}"
     return _view(cat["name"], body)
@@ -112,11 +112,13 @@ def search(request: Request) -> Response:
     where = " AND ".join("p.name LIKE ?" for _ in words) or "1"
     args = [f"%{w}%" for w in words]
     with database(request) as db:
-        count = db.execute(f"SELECT COUNT(*) FROM products p WHERE p.enabled AND {where}", args).fetchone()[0]
-        rows = db.execute(
-            f"{_RATED} WHERE p.enabled AND {where} ORDER BY p.name LIMIT ? OFFSET ?",
-            [*args, PER_PAGE, (n - 1) * PER_PAGE],
-        ).fetchall()
+        count, rows = page_of(
+            db,
+            f"SELECT COUNT(*) FROM products p WHERE p.enabled AND {where}",
+            f"{_RATED} WHERE p.enabled AND {where} ORDER BY p.name",
+            args,
+            n,
+        )
     body = search_form("/search", q) + _product_list(rows) + pager("/search", n, count, q=q)
     return _view(f"Search results for '{q}'", body)
 
@@ -304,11 +306,13 @@ async def place_order(request: Request) -> Response:
 def orders(request: Request) -> Response:
     n = page_number(request.query_params.get("page"))
     with database(request) as db:
-        count = db.execute("SELECT COUNT(*) FROM orders WHERE customer_id = ?", (CUSTOMER,)).fetchone()[0]
-        rows = db.execute(
-            "SELECT * FROM orders WHERE customer_id = ? ORDER BY created DESC, id DESC LIMIT ? OFFSET ?",
-            (CUSTOMER, PER_PAGE, (n - 1) * PER_PAGE),
-        ).fetchall()
+        count, rows = page_of(
+            db,
+            "SELECT COUNT(*) FROM orders WHERE customer_id = ?",
+            "SELECT * FROM orders WHERE customer_id = ? ORDER BY created DESC, id DESC",
+            (CUSTOMER,),
+            n,
+        )
     cells = [
         (
             esc(o["number"]),
