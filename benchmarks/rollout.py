@@ -90,18 +90,23 @@ def min_prefill(traj: Trajectory) -> int:
     return runs[-1][0] - sum(end - begin - 1 for begin, end in runs[:-1])
 
 
+def engine_config(args: argparse.Namespace, n_items: int, *, temperature: float) -> EngineConfig:
+    """The benchmark's rollout settings: every item in one batch, `--turns` and `--max-tokens`."""
+    return EngineConfig(
+        max_turns=args.turns,
+        max_tokens=args.max_tokens,
+        temperature=temperature,
+        batch_size=n_items,
+        max_response_length=8192,
+        progress=False,
+    )
+
+
 def run_rollout(
     model: Any, tok: Any, items: list[str], args: argparse.Namespace, reuse: bool
 ) -> dict[str, Any]:
     backend = RecordingBackend(model, tok, reuse_cache=reuse)
-    cfg = EngineConfig(
-        max_turns=args.turns,
-        max_tokens=args.max_tokens,
-        temperature=1.0,
-        batch_size=len(items),
-        max_response_length=8192,
-        progress=False,
-    )
+    cfg = engine_config(args, len(items), temperature=1.0)
     engine = RolloutEngine(backend, LocalEnvPool("textcraft"), cfg)
     start = time.perf_counter()
     trajs = engine.run(items, seed=args.seed)
@@ -176,14 +181,7 @@ class SlowEnv:
 
 
 def run_engine(backend: Any, engine: str, items: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    cfg = EngineConfig(
-        max_turns=args.turns,
-        max_tokens=args.max_tokens,
-        temperature=0.0,
-        batch_size=len(items),
-        max_response_length=8192,
-        progress=False,
-    )
+    cfg = engine_config(args, len(items), temperature=0.0)
     base = get_prompt("textcraft")
     prompt = WholeReplyPrompt(family="textcraft", instruction=base.instruction, system=base.system)
     pool = LocalEnvPool("textcraft", make_env=lambda: SlowEnv(args.step_ms, args.jitter))
