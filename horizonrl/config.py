@@ -188,6 +188,7 @@ class RolloutConfig(RolloutSettings):
 ALGORITHM_NAMES = ("ppo", "grpo", "rloo", "reinforce_pp", "sft", "dpo", "agentevol")
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
 KL_KINDS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl")
+REWARD_KINDS = ("outcome", "turn", "success", "shaped")
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,9 @@ class AlgorithmConfig:
     """Workflow: an RL algorithm (ppo, grpo, rloo, reinforce_pp: all `horizonrl train`) or sft, dpo,
     agentevol. RL variants differ only by `adv_estimator` and the settings below."""
     adv_estimator: str | None = None
-    """Advantage estimator: gae (with critic), grpo, rloo, reinforce_pp. None follows `name`
-    (ppo -> gae, grpo -> grpo, rloo -> rloo, reinforce_pp -> reinforce_pp; otherwise grpo)."""
+    """Advantage estimator: gae (with critic), grpo, rloo, reinforce_pp, gigpo (GRPO + turn-level
+    credit over turns that start from the same env state). None follows `name` (ppo -> gae,
+    grpo -> grpo, rloo -> rloo, reinforce_pp -> reinforce_pp; otherwise grpo)."""
     gamma: float = 1.0
     """Discount per sampled token (gae, reinforce_pp)."""
     lam: float = 1.0
@@ -208,9 +210,22 @@ class AlgorithmConfig:
     """GRPO divides by the group's std (False: only subtract the group mean, as Dr. GRPO)."""
     whiten_advantages: bool = True
     """GAE: whiten advantages over the batch's sampled tokens."""
+    step_adv_weight: float = 1.0
+    """gigpo: weight w of the step-level advantage added to the episode-level one (the paper's 1)."""
+    step_gamma: float = 0.95
+    """gigpo: discount per turn of the return-from-a-turn that step groups compare (the paper's 0.95)."""
     reward: str = "outcome"
     """`outcome`: the trajectory's total env reward on its last sampled token; `turn`: each turn's
-    env reward on that turn's last sampled token; `success`: 1/0 success on the last token."""
+    env reward on that turn's last sampled token; `success`: 1/0 success on the last token;
+    `shaped`: `outcome` plus `shaped_weight` x each turn's sub-goal progress (`info["progress"]`)
+    on that turn's last sampled token (docs/training.md, "Rewards")."""
+    shaped_weight: float = 0.5
+    """`reward: shaped`: weight of the progress rewards, in [0, 1]. A family's progress sums to at
+    most 1 per episode (clipped so), so the shaping totals at most this, never more than the
+    largest outcome reward (1)."""
+    invalid_action_penalty: float = 0.0
+    """Subtracted on a turn's last sampled token when its response had no parsable action or the
+    env rejected the action (`info["invalid_action"]`), whatever `reward` is; 0 disables."""
     policy_loss: str = "ppo"
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.2
@@ -261,14 +276,27 @@ class AlgorithmConfig:
         _one_of("algorithm.policy_loss", self.policy_loss, list(POLICY_LOSSES))
         _one_of("algorithm.loss_agg", self.loss_agg, LOSS_AGGREGATIONS)
         _one_of("algorithm.kl_estimator", self.kl_estimator, KL_KINDS)
-        _one_of("algorithm.reward", self.reward, ("outcome", "turn", "success"))
+        _one_of("algorithm.reward", self.reward, REWARD_KINDS)
+        _check(
+            0 <= self.shaped_weight <= 1,
+            f"algorithm.shaped_weight must be in [0, 1], got {self.shaped_weight}",
+        )
+        _check(
+            self.invalid_action_penalty >= 0,
+            "algorithm.invalid_action_penalty must be >= 0 (it is subtracted), "
+            f"got {self.invalid_action_penalty}",
+        )
+        _check(0 <= self.step_gamma <= 1, f"algorithm.step_gamma must be in [0, 1], got {self.step_gamma}")
+        _check(
+            self.step_adv_weight >= 0, f"algorithm.step_adv_weight must be >= 0, got {self.step_adv_weight}"
+        )
         _one_of("algorithm.failed", self.failed, ("drop", "zero"))
         _check(self.ppo_epochs >= 1, "algorithm.ppo_epochs must be >= 1")
         _check(0 <= self.gamma <= 1 and 0 <= self.lam <= 1, "algorithm.gamma and .lam must be in [0, 1]")
         _check(self.dual_clip is None or self.dual_clip > 1, "algorithm.dual_clip must be > 1 when set")
         _check(
             not self.filter_groups or ESTIMATORS[self.estimator].group_relative,
-            f"algorithm.filter_groups needs a group estimator (grpo, rloo), not {self.estimator!r}",
+            f"algorithm.filter_groups needs a group estimator (grpo, rloo, gigpo), not {self.estimator!r}",
         )
         _check(
             self.logprob_temperature == "rollout" or _positive_float(self.logprob_temperature),

@@ -13,13 +13,15 @@ REINFORCE++ (the reference's defect), so every estimator rejects it with a `Valu
 Advantages are zero wherever `loss_mask` is 0.
 
 Whether an estimator needs a critic is a property of its registry entry (`needs_critic`), so
-the trainer never branches on a name.
+the trainer never branches on a name. Step-level estimators (`gigpo`) also read the batch's
+turn structure from the parameter object (`cfg.turns`, a `TurnSteps`): which turn each sampled
+token belongs to and which env state that turn started from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 import torch
@@ -27,7 +29,7 @@ import torch
 Tensor = torch.Tensor
 
 
-class AdvantageParams(Protocol):
+class AlgorithmParams(Protocol):
     """The hyper-parameters estimators read; `horizonrl.config.AlgorithmConfig` provides them."""
 
     @property
@@ -40,17 +42,52 @@ class AdvantageParams(Protocol):
     def grpo_norm_by_std(self) -> bool: ...
     @property
     def whiten_advantages(self) -> bool: ...
+    @property
+    def step_adv_weight(self) -> float: ...
+    @property
+    def step_gamma(self) -> float: ...
+
+
+class AdvantageParams(AlgorithmParams, Protocol):
+    """What every estimator gets as `cfg`: the hyper-parameters plus this batch's turn structure."""
+
+    @property
+    def turns(self) -> TurnSteps | None: ...
+
+
+@dataclass(frozen=True)
+class TurnSteps:
+    """A batch's turn structure, read by step-level estimators; both tensors `(B, T)` long.
+
+    `turn_index[i, t]` is the assistant turn (0, 1, ...) that sampled token t of row i belongs
+    to, -1 on every other position. `state_ids[i, t]` identifies the env state that token's turn
+    started from (`info["state_key"]`): equal ids are equal states, -1 means the family reported
+    no state. Built from trajectories by `horizonrl.trainer.batch.turn_steps`.
+    """
+
+    turn_index: Tensor
+    state_ids: Tensor
 
 
 @dataclass(frozen=True)
 class EstimatorParams:
-    """Stand-alone parameters (tests, notebooks); same fields as `AlgorithmConfig`'s."""
+    """The parameter object estimators get: `AlgorithmConfig`'s fields plus `turns`. Build it
+    with `EstimatorParams.of(cfg, turns)`; the defaults serve tests and notebooks."""
 
     gamma: float = 1.0
     lam: float = 1.0
     norm_eps: float = 1e-6
     grpo_norm_by_std: bool = True
     whiten_advantages: bool = True
+    step_adv_weight: float = 1.0
+    step_gamma: float = 0.95
+    turns: TurnSteps | None = None
+
+    @classmethod
+    def of(cls, cfg: AlgorithmParams, turns: TurnSteps | None = None) -> EstimatorParams:
+        """`cfg`'s hyper-parameters (e.g. an `AlgorithmConfig`) with this batch's `turns`."""
+        names = [f.name for f in fields(cls) if f.name != "turns"]
+        return cls(**{name: getattr(cfg, name) for name in names}, turns=turns)
 
 
 def check_reward_placement(token_rewards: Tensor, loss_mask: Tensor) -> None:
@@ -193,6 +230,80 @@ def reinforce_pp(
     return masked_whiten(returns, loss_mask, cfg.norm_eps), returns
 
 
+def _turn_returns(token_rewards: Tensor, loss_mask: Tensor, turns: TurnSteps, gamma: float) -> Tensor:
+    """`G (B, K)`: each turn's reward-to-go over turns, `G_k = R_k + gamma * G_{k+1}`, where `R_k`
+    sums the rewards on turn k's sampled tokens (K = the batch's most turns; 0 past a row's end)."""
+    index = torch.where(loss_mask.bool(), turns.turn_index, torch.full_like(turns.turn_index, -1))
+    K = int(index.max()) + 1 if index.numel() else 0
+    B = token_rewards.shape[0]
+    on_turn = index >= 0
+    R = token_rewards.new_zeros(B, K + 1)  # column K collects the tokens of no turn (dropped)
+    R.scatter_add_(1, torch.where(on_turn, index, K), token_rewards * on_turn.to(token_rewards.dtype))
+    G = token_rewards.new_zeros(B, K + 1)
+    for k in reversed(range(K)):
+        G[:, k] = R[:, k] + gamma * G[:, k + 1]
+    return G[:, :K]
+
+
+def gigpo(
+    token_rewards: Tensor, loss_mask: Tensor, values: Tensor | None, group_ids: Tensor, cfg: AdvantageParams
+) -> tuple[Tensor, Tensor]:
+    """GiGPO: GRPO's episode advantage plus a step-level relative advantage per turn (anchor states).
+
+        A_{i,t} = A^E_i + w * A^S_{i,k(t)}            (t a sampled token of turn k(t) of row i)
+        A^E_i   = GRPO's advantage of trajectory i (its total reward against its group's)
+        G_{i,k} = sum_{j >= k} step_gamma^(j-k) * R_{i,j}   (R_{i,j}: rewards on turn j's tokens)
+        A^S_{i,k} = (G_{i,k} - mean_S(G)) / (std_S(G) + eps)   over the step group S of (i, k)
+
+    A step group is every turn, of every trajectory of one GRPO group (`group_ids`), that started
+    from the same env state (`cfg.turns.state_ids`, the families' `info["state_key"]`); a state
+    revisited within one trajectory puts both visits in the group, and the discount then favours
+    the visit closer to the reward, as in the paper. `w` is `cfg.step_adv_weight`; std is the
+    unbiased step-group std, divided by only when `cfg.grpo_norm_by_std` (else mean-centred only).
+    A singleton step group, and a turn whose state is unknown (-1), get A^S = 0; step advantages
+    of each step group sum to zero. Returns equal advantages (no critic).
+
+    Shapes: `token_rewards`, `loss_mask` `(B, T)`, `group_ids` `(B,)`, `cfg.turns` two `(B, T)`
+    tensors; `G` and `A^S` are `(B, K)` with K the batch's most turns. Simplifications against
+    the paper: anchor states are the families' compact state keys, not raw observations; the step
+    return discounts per turn (`step_gamma`, the paper's 0.95) while the episode advantage is
+    undiscounted; rewards on sampled tokens outside any turn count for A^E only.
+    Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training",
+    https://arxiv.org/abs/2505.10978
+    """
+    check_reward_placement(token_rewards, loss_mask)
+    turns = cfg.turns
+    if turns is None:
+        raise ValueError("gigpo needs the batch's turn structure: pass cfg.turns (a TurnSteps)")
+    if turns.turn_index.shape != loss_mask.shape or turns.state_ids.shape != loss_mask.shape:
+        raise ValueError(
+            f"cfg.turns tensors must be shaped like loss_mask {tuple(loss_mask.shape)}, got "
+            f"{tuple(turns.turn_index.shape)} and {tuple(turns.state_ids.shape)}"
+        )
+    episode, _ = grpo(token_rewards, loss_mask, values, group_ids, cfg)
+    G = _turn_returns(token_rewards, loss_mask, turns, cfg.step_gamma)  # (B, K)
+    B, K = G.shape
+    on_turn = loss_mask.bool() & (turns.turn_index >= 0)
+    index = torch.where(on_turn, turns.turn_index, torch.zeros_like(turns.turn_index))
+    state = turns.state_ids.new_full((B, K), -1).scatter_reduce_(
+        1, index, torch.where(on_turn, turns.state_ids, -1), "amax"
+    )  # (B, K) start state of each turn, -1 for none
+    known = state >= 0
+    _, group = torch.unique(group_ids, return_inverse=True)  # (B,) dense group index
+    key = torch.stack([group[:, None].expand(B, K)[known], state[known]], dim=1)  # (N, 2)
+    step_adv = G.new_zeros(B, K)
+    if key.numel():
+        _, step_group = torch.unique(key, dim=0, return_inverse=True)  # (N,)
+        sums, counts, std = _group_stats(G[known], step_group)
+        adv = G[known] - sums / counts
+        if cfg.grpo_norm_by_std:
+            adv = adv / (std + cfg.norm_eps)
+        step_adv[known] = torch.where(counts > 1, adv, torch.zeros_like(adv))
+    per_token = torch.where(on_turn, step_adv.gather(1, index), torch.zeros_like(token_rewards))
+    advantages = episode + cfg.step_adv_weight * per_token
+    return advantages, advantages.clone()
+
+
 EstimatorFn = Callable[[Tensor, Tensor, "Tensor | None", Tensor, AdvantageParams], tuple[Tensor, Tensor]]
 
 
@@ -206,6 +317,10 @@ class Estimator:
     group_relative: bool = False
     """Advantages compare samples of one item, so a group whose rewards are all equal has all-0
     advantages (what `algorithm.filter_groups` drops)."""
+    step_level: bool = False
+    """Advantages also compare turns that started from the same env state (`cfg.turns`), so a
+    group whose episode rewards are all equal may still carry signal; `filter_groups` keeps it
+    when its step groups' returns differ."""
 
     def __call__(
         self,
@@ -223,6 +338,7 @@ ESTIMATORS: dict[str, Estimator] = {
     "grpo": Estimator(grpo, group_relative=True),
     "rloo": Estimator(rloo, group_relative=True),
     "reinforce_pp": Estimator(reinforce_pp),
+    "gigpo": Estimator(gigpo, group_relative=True, step_level=True),
 }
 
 

@@ -10,6 +10,7 @@ import torch
 from horizonrl.algos.advantages import (
     ESTIMATORS,
     EstimatorParams,
+    TurnSteps,
     bootstrap_truncated,
     get_estimator,
     place_rewards,
@@ -119,7 +120,8 @@ def test_success_vs_failure_gives_nonzero_advantages(name):
     rewards = place_rewards(mask, torch.tensor([1.0, 0.0]))
     assert rewards[0, 8] == 1.0 and rewards[0, 9] == 0.0
     values = torch.zeros(2, 10) if ESTIMATORS[name].needs_critic else None
-    adv, _ = ESTIMATORS[name](rewards, mask, values, torch.tensor([0, 0]), EstimatorParams())
+    turns = TurnSteps(torch.where(mask.bool(), 0, -1), torch.where(mask.bool(), 0, -1))  # gigpo's input
+    adv, _ = ESTIMATORS[name](rewards, mask, values, torch.tensor([0, 0]), EstimatorParams(turns=turns))
     sampled = mask.bool()
     assert bool((adv[0][sampled[0]] != 0).all()), adv
     assert float(adv[0][sampled[0]].min()) > float(adv[1][sampled[1]].max())
@@ -137,7 +139,7 @@ def test_reward_on_observation_token_is_rejected(name):
 
 def test_registry_flags_and_unknown_name():
     assert [n for n, e in ESTIMATORS.items() if e.needs_critic] == ["gae"]
-    with pytest.raises(KeyError, match="valid: gae, grpo, rloo, reinforce_pp"):
+    with pytest.raises(KeyError, match="valid: gae, grpo, rloo, reinforce_pp, gigpo"):
         get_estimator("remax")
 
 
