@@ -57,7 +57,14 @@ def test_question_then_search_then_correct_answer(env: SearchEnv, world_dir: Pat
     item_id, record = _question(world_dir, 1)
     obs, info = env.reset(item_id)
     assert obs == f"Question: {record['question']}"
-    assert info == {"success": False, "score": 0.0, "category": "1-hop", "f1": 0.0, "searches": 0}
+    assert info == {
+        "success": False,
+        "score": 0.0,
+        "category": "1-hop",
+        "f1": 0.0,
+        "searches": 0,
+        "state_key": "",
+    }
     result = env.step(f"<search>{record['chain'][0]}</search>")
     assert result.observation.startswith("<information>Doc 1(Title: " + record["chain"][0] + ")")
     assert record["answers"][0] in result.observation

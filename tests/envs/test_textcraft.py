@@ -122,7 +122,13 @@ def test_observation_lists_the_tree_plus_at_most_ten_distractors() -> None:
     assert "craft 1 wooden pickaxe using 2 stick, 3 planks" in lines
     assert "craft 4 oak planks using 1 oak logs" in lines
     assert 1 <= len(set(lines) - tree) <= 10
-    assert info == {"success": False, "score": 0.0, "category": "depth 2", "goal": "wooden pickaxe"}
+    assert info == {
+        "success": False,
+        "score": 0.0,
+        "category": "depth 2",
+        "goal": "wooden pickaxe",
+        "state_key": "",
+    }
     # Seeded: same seed -> same text; another seed -> another order or distractor choice.
     assert env.reset(item_of("wooden pickaxe"), seed=3)[0] == obs
     assert env.reset(item_of("wooden pickaxe"), seed=4)[0] != obs

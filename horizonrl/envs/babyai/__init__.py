@@ -36,7 +36,10 @@ Reward
     otherwise, where `steps` counts every primitive (a macro counts all its steps) and
     `max_steps` is the level's own limit. `info`: `success`, `score` (the success reward,
     else 0), `category`, plus `level`, `level_seed`, `mission`, `steps`, `max_steps` and `grid`
-    (the agent's egocentric view, compact: `horizonrl.envs.babyai.view`; the viewer draws it).
+    (the agent's egocentric view, compact: `horizonrl.envs.babyai.view`; the viewer draws it),
+    `state_key` (pose, carried object, grid hash) and after each step `invalid_action` (the
+    action could not be done) and `progress` (the mission's sub-goals first reached: the object
+    seen, faced, carried, each clause of a sequence done; `horizonrl.envs.babyai.progress`).
 
 Termination
     The mission is completed (success) or failed for good (minigrid's verifier says

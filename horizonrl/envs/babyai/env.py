@@ -13,6 +13,7 @@ from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 
 from horizonrl.envs.babyai import levels as lv
 from horizonrl.envs.babyai.planner import plan_to_face
+from horizonrl.envs.babyai.progress import MissionProgress, state_key
 from horizonrl.envs.babyai.text import (
     NAMED_TYPES,
     ObjectNames,
@@ -29,6 +30,8 @@ from horizonrl.envs.babyai.text import (
 from horizonrl.envs.babyai.view import grid_view
 from horizonrl.envs.core import StepResult, make_info
 
+INVALID = "Invalid action"
+"""How the answer to an action that cannot be done begins (`info["invalid_action"]` then)."""
 _COLOR = r"(?P<color>red|green|blue|purple|yellow|grey|gray)"
 _OBJ = rf"(?:the |a |an )?{_COLOR} (?P<type>ball|box|key|door)(?: (?P<n>\d+))?"
 _COMMANDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -82,6 +85,7 @@ class BabyAIEnv:
         self._known: set[Pos] = set()
         self._visible: list[Seen] = []
         self._visible_cells: set[Pos] = set()
+        self._progress = MissionProgress()
 
     # -- TextEnv API ---------------------------------------------------------------------
 
@@ -95,6 +99,7 @@ class BabyAIEnv:
         self._ep = _Episode(item_id, level, level_seed)
         self._names, self._where, self._known = ObjectNames(), {}, set()
         self._look()
+        self._progress = MissionProgress.start(self._env, [s.obj for s in self._visible])
         return self._render(), self._info()
 
     def step(self, action: str) -> StepResult:
@@ -110,8 +115,10 @@ class BabyAIEnv:
                 break
         else:
             shown = text if len(text) <= 60 else text[:60] + "..."
-            feedback = f"Invalid action: '{shown}' is not an action I know."
-        return self._result(feedback + self._ending(), ep.reward - before)
+            feedback = f"{INVALID}: '{shown}' is not an action I know."
+        progress = self._progress.update(self._minigrid(), [s.obj for s in self._visible], success=ep.success)
+        extra = {"invalid_action": feedback.startswith(INVALID), "progress": progress}
+        return self._result(feedback + self._ending(), ep.reward - before, **extra)
 
     def available_actions(self) -> list[str]:
         self._episode()
@@ -189,16 +196,16 @@ class BabyAIEnv:
             return "You turned right."
         if name == "move forward":
             if not self._passable(self._front_pos()):
-                return f"Invalid action: you cannot move forward, {self._front_text()} is in front of you."
+                return f"{INVALID}: you cannot move forward, {self._front_text()} is in front of you."
             self._do(Actions.forward)
             return "You moved forward."
         if name == "check":
             return "You check the available actions."
         if name == "drop":
             if env.carrying is None:
-                return "Invalid action: you are not carrying anything to drop."
+                return f"{INVALID}: you are not carrying anything to drop."
             if self._front() is not None:
-                return f"Invalid action: you cannot drop here, {self._front_text()} is in front of you."
+                return f"{INVALID}: you cannot drop here, {self._front_text()} is in front of you."
             carried = self._names.name(env.carrying)
             self._do(Actions.drop)
             return f"You dropped the {carried}."
@@ -207,11 +214,11 @@ class BabyAIEnv:
         if name == "pickup front":
             front = self._front()
             if front is None or not front.can_pickup():
-                return f"Invalid action: there is nothing to pick up in front of you ({self._front_text()})."
+                return f"{INVALID}: there is nothing to pick up in front of you ({self._front_text()})."
             return self._pickup(front)
         target, error = self._resolve(match)
         if target is None:
-            return f"Invalid action: {error}"
+            return f"{INVALID}: {error}"
         if name == "go to":
             return self._go_to(target)
         if name == "pickup":
@@ -221,10 +228,10 @@ class BabyAIEnv:
     def _toggle(self) -> str:
         front = self._front()
         if front is None or front.type not in ("door", "box"):
-            return f"Invalid action: there is nothing to toggle in front of you ({self._front_text()})."
+            return f"{INVALID}: there is nothing to toggle in front of you ({self._front_text()})."
         name = self._names.name(front)
         if front.type == "door" and is_locked(front) and not self._has_key_for(front):
-            return f"Invalid action: the {name} is locked; you need to carry a {front.color} key."
+            return f"{INVALID}: the {name} is locked; you need to carry a {front.color} key."
         was = door_state(front) if front.type == "door" else ""
         contents = getattr(front, "contains", None)
         self._do(Actions.toggle)
@@ -238,7 +245,7 @@ class BabyAIEnv:
         name = self._names.name(target)
         plan = self.plan_to(target)
         if plan is None:
-            return f"Invalid action: you know no free path to the {name} yet."
+            return f"{INVALID}: you know no free path to the {name} yet."
         if not plan:
             self._do(Actions.done)  # a no-op step, so that minigrid checks the mission
             return f"You are already facing the {name}."
@@ -249,13 +256,13 @@ class BabyAIEnv:
         env = self._minigrid()
         name = self._names.name(target)
         if not target.can_pickup():
-            return f"Invalid action: you cannot pick up the {name}."
+            return f"{INVALID}: you cannot pick up the {name}."
         if env.carrying is not None:
             carried = self._names.name(env.carrying)
-            return f"Invalid action: you are already carrying the {carried}; drop it first."
+            return f"{INVALID}: you are already carrying the {carried}; drop it first."
         plan = self.plan_to(target)
         if plan is None:
-            return f"Invalid action: you know no free path to the {name} yet."
+            return f"{INVALID}: you know no free path to the {name} yet."
         if self._run(plan):
             self._do(Actions.pickup)
         return f"You picked up the {name}." if env.carrying is target else f"You went towards the {name}."
@@ -263,14 +270,14 @@ class BabyAIEnv:
     def _go_through(self, door: WorldObj, *, toggle_first: bool) -> str:
         name = self._names.name(door)
         if door.type != "door":
-            return f"Invalid action: the {name} is not a door."
+            return f"{INVALID}: the {name} is not a door."
         if is_locked(door) and not self._has_key_for(door):
-            return f"Invalid action: the {name} is locked; you need to carry a {door.color} key."
+            return f"{INVALID}: the {name} is locked; you need to carry a {door.color} key."
         if not is_open(door) and not toggle_first:
-            return f"Invalid action: the {name} is {door_state(door)}; use 'toggle and go through {name}'."
+            return f"{INVALID}: the {name} is {door_state(door)}; use 'toggle and go through {name}'."
         plan = self.plan_to(door)
         if plan is None:
-            return f"Invalid action: you know no free path to the {name} yet."
+            return f"{INVALID}: you know no free path to the {name} yet."
         if not self._run(plan):
             return f"You went towards the {name}."
         if not is_open(door):
@@ -402,7 +409,7 @@ class BabyAIEnv:
         walls = wall_distances(env, self._visible_cells)
         return render(env.mission, self._visible, walls, front, carrying, self.available_actions(), feedback)
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self, **extra: Any) -> dict[str, Any]:
         ep, env = self._episode(), self._minigrid()
         return make_info(
             ep.success,
@@ -414,11 +421,14 @@ class BabyAIEnv:
             steps=int(env.step_count),
             max_steps=int(env.max_steps),
             grid=grid_view(env),
+            state_key=state_key(env),
+            **extra,
         )
 
-    def _result(self, feedback: str, reward: float) -> StepResult:
+    def _result(self, feedback: str, reward: float, **extra: Any) -> StepResult:
         ep = self._episode()
-        return StepResult(self._render(feedback), float(reward), ep.terminated, ep.truncated, self._info())
+        info = self._info(**extra)
+        return StepResult(self._render(feedback), float(reward), ep.terminated, ep.truncated, info)
 
     def _episode(self) -> _Episode:
         if self._ep is None:

@@ -29,7 +29,10 @@ Reward:
     failed episode (ScienceWorld's -100) counted as 0; so an episode's rewards sum to its
     final score. `info["success"]` is true when the score reaches 100. `info` also carries
     `raw_score` (ScienceWorld's own, -100..100), `task_name`, `task_id`, `variation`, and
-    at reset `task_description`.
+    at reset `task_description`; after each step `invalid_action` (ScienceWorld matched no
+    action) and `progress`, the score's rise above its best so far, except on the completing
+    step (so an episode's progress sums to < 1). No `state_key`: a state would take extra
+    simulator calls per step, so `gigpo` finds no step groups here.
 
 Termination:
     When ScienceWorld reports the task completed, or its score goes negative (e.g. `focus

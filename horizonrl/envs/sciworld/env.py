@@ -45,6 +45,8 @@ class SciWorldEnv:
         self._score = 0.0
         self._raw_score = 0
         self._done = False
+        self._best = 0.0
+        """Highest score of the episode before completion (progress counts each gain once)."""
         self._templates: list[str] | None = None
         self._task_description = ""
 
@@ -58,6 +60,7 @@ class SciWorldEnv:
             self.jvm = SimulatorJVM(self.java_opts)
         self.jvm.load(item.task.name, item.variation, self.simplifications)
         self._item, self._score, self._raw_score, self._done = item, 0.0, 0, False
+        self._best = 0.0
         self._templates = None
         self._task_description = self.jvm.task_description()
         observation = self.jvm.step("look around")
@@ -82,11 +85,16 @@ class SciWorldEnv:
         reward = score - self._score
         self._score, self._raw_score = score, raw_score
         self._done = completed or failed
-        if observation.strip() == NO_MATCH:
+        rejected = observation.strip() == NO_MATCH
+        # progress: the score's new highs short of completion (completing is the outcome reward)
+        progress = 0.0 if self._success else max(0.0, score - self._best)
+        self._best += progress
+        if rejected:
             observation = f"{NO_MATCH} Valid action forms: {', '.join(self.action_templates())}."
         elif failed:
             observation += "\nThat was the wrong choice: the task has failed (score 0)."
-        return StepResult(observation, reward, self._done, False, self._info(self._success))
+        info = self._info(self._success, invalid_action=rejected, progress=progress)
+        return StepResult(observation, reward, self._done, False, info)
 
     @property
     def _success(self) -> bool:

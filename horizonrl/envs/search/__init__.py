@@ -25,7 +25,10 @@ Reward:
     punctuation, no articles, collapsed spaces), else 0. `info["success"]` is that exact
     match and `info["score"]` the same as a float, so success and score always agree;
     `info["f1"]` is the best token F1 of the answers given so far and `info["searches"]`
-    the number of searches made.
+    the number of searches made. `info["state_key"]` is the set of passage ids retrieved so
+    far (sorted, space-separated); after each step `info["invalid_action"]` says the action had
+    no tag or an empty body, and after a search `info["progress"]` is 1.0 the first time a
+    retrieved passage (title and text) contains a gold answer as whole words, else 0.
 
 Termination:
     A correct answer ends the episode. A wrong answer ends it too by default

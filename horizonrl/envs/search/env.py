@@ -12,7 +12,7 @@ from typing import Any
 from horizonrl.envs.core import StepResult, UnknownItemError, make_info, parse_item_id
 from horizonrl.envs.search.data import QAItem, SearchDataset
 from horizonrl.envs.search.retrieval import Retriever, format_information
-from horizonrl.envs.search.scoring import exact_match, f1_score
+from horizonrl.envs.search.scoring import exact_match, f1_score, normalize_answer
 
 _TAG = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
 _OPEN_TAG = re.compile(r"<(search|answer)>(.*)$", re.DOTALL | re.IGNORECASE)
@@ -54,6 +54,8 @@ class SearchEnv:
         self._f1 = 0.0
         self._done = False
         self._solved = False
+        self._retrieved: set[str] = set()
+        self._found = False
 
     def reset(self, item_id: str, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         """Start the episode of `item_id` (the env is deterministic: `seed` changes nothing)."""
@@ -62,16 +64,20 @@ class SearchEnv:
             raise UnknownItemError(f"item {item_id!r} does not belong to family {self.dataset.family!r}")
         self._item = self.dataset.item(index)
         self._searches, self._f1, self._done, self._solved = 0, 0.0, False, False
+        self._retrieved, self._found = set(), False
         return f"Question: {self._item.question}", self._info()
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         assert self._item is not None
+        if "valid" in extra:  # a step: the generic flag the trainer reads
+            extra["invalid_action"] = not extra["valid"]
         return make_info(
             self._solved,
             float(self._solved),
             self._item.category,
             f1=round(self._f1, 6),
             searches=self._searches,
+            state_key=" ".join(sorted(self._retrieved)),
             **extra,
         )
 
@@ -90,8 +96,18 @@ class SearchEnv:
         if kind == "search":
             self._searches += 1
             hits = self.retriever.search(body[:MAX_QUERY_CHARS], k=self.top_k)
-            return StepResult(format_information(hits), 0.0, False, False, self._info(valid=True))
+            self._retrieved.update(str(h.id) for h in hits)
+            found = not self._found and any(self._holds_answer(f"{h.title} {h.text}") for h in hits)
+            self._found = self._found or found
+            info = self._info(valid=True, progress=float(found))
+            return StepResult(format_information(hits), 0.0, False, False, info)
         return self._answer(body)
+
+    def _holds_answer(self, passage: str) -> bool:
+        """A gold answer occurs in the passage, as whole words after answer normalization."""
+        assert self._item is not None
+        text = f" {normalize_answer(passage)} "
+        return any(f" {gold} " in text for a in self._item.answers if (gold := normalize_answer(a)))
 
     def _answer(self, answer: str) -> StepResult:
         assert self._item is not None

@@ -38,7 +38,12 @@ Actions
 
 Reward
     1.0 on the step after which the goal item is in the inventory, else 0.0.
-    `info`: `success`, `score` (1.0 once solved, else 0.0), `category`, `goal`.
+    `info`: `success`, `score` (1.0 once solved, else 0.0), `category`, `goal`, `state_key`
+    (the inventory, sorted: `"oak planks:4;stick:2"`, `""` when empty) and after each step
+    `invalid_action` (the env refused the action: the inventory did not change, and it was not
+    `inventory`) and `progress`: the items of the goal's crafting tree (any alternative, not the
+    goal) obtained for the first time, divided by the distinct items the shortest solution
+    obtains before its final craft (`env.subgoals`), cut so that an episode's sum stays <= 1.
 
 Termination
     `terminated=True` when the goal is obtained. There is no failure state.

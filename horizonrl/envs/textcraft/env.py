@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from horizonrl.envs.core import StepResult, UnknownItemError, make_info, parse_item_id
+from horizonrl.envs.textcraft.expert import TextCraftExpert
 from horizonrl.envs.textcraft.recipes import Recipe, RecipeBook, get_book, normalize
 
 FAMILY = "textcraft"
@@ -62,6 +63,19 @@ def resolve_name(text: str) -> str | None:
     return name + "s" if name + "s" in book.names else None
 
 
+@functools.lru_cache(maxsize=4096)
+def subgoals(goal: str) -> tuple[frozenset[str], int]:
+    """`goal`'s sub-goals for `info["progress"]`: every item on its crafting tree (any alternative
+    recipe or kind, the goal itself excluded), and N, the distinct items the shortest solution
+    obtains before the final craft (the expert's plan on the tree's commands, less that craft)."""
+    tree = get_book().tree(goal)
+    items = {r.output for r in tree} | {name for r in tree for ing in r.inputs for name in ing.accepts}
+    expert = TextCraftExpert()
+    commands = "\n".join(r.command for r in tree)
+    expert.reset("", f"Crafting commands:\n{commands}\n\nGoal: craft {goal}.", {})
+    return frozenset(items - {goal}), max(1, len(expert.plan) - 1)
+
+
 def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -78,6 +92,8 @@ class TextCraftEnv:
         self.inventory: dict[str, int] = {}
         self.commands: list[str] = []
         self.success = False
+        self.reached: set[str] = set()
+        """Tree items obtained at least once this episode (progress counts each once)."""
 
     # ----------------------------------------------------------------- episode
     def reset(self, item_id: str, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
@@ -92,6 +108,7 @@ class TextCraftEnv:
         self.category = f"depth {self.book.depth[goal]}"
         self.inventory = {}
         self.success = False
+        self.reached = set()
         observation = "Crafting commands:\n{}\n\nGoal: craft {}.".format("\n".join(commands), goal)
         return observation, self._info()
 
@@ -106,10 +123,14 @@ class TextCraftEnv:
                 False,
                 self._info(),
             )
+        before = dict(self.inventory)
         observation = self._act(str(action))
         solved = self.inventory.get(self.goal, 0) > 0
         self.success = solved
-        return StepResult(observation, 1.0 if solved else 0.0, solved, False, self._info())
+        # get and craft always change the inventory, so an unchanged one means the env refused
+        rejected = self.inventory == before and not _is_inventory_query(str(action))
+        info = self._info(invalid_action=rejected, progress=self._progress())
+        return StepResult(observation, 1.0 if solved else 0.0, solved, False, info)
 
     def available_actions(self) -> list[str] | None:
         """None: actions are free-form commands with counts (see `VALID_FORMS`)."""
@@ -118,13 +139,27 @@ class TextCraftEnv:
     def close(self) -> None:
         self.inventory = {}
 
-    def _info(self) -> dict[str, Any]:
-        return make_info(self.success, 1.0 if self.success else 0.0, self.category, goal=self.goal)
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        return make_info(
+            self.success,
+            1.0 if self.success else 0.0,
+            self.category,
+            goal=self.goal,
+            state_key=";".join(f"{name}:{n}" for name, n in sorted(self.inventory.items())),
+            **extra,
+        )
+
+    def _progress(self) -> float:
+        """The share of the goal's sub-goals (`subgoals`) first obtained by the last action."""
+        items, units = subgoals(self.goal)
+        new = {name for name in self.inventory if name in items and name not in self.reached}
+        self.reached |= new
+        return min(len(new) / units, max(0.0, 1.0 - (len(self.reached) - len(new)) / units))
 
     # ----------------------------------------------------------------- actions
     def _act(self, action: str) -> str:
         text = " ".join(action.strip().lower().split()).rstrip(".")
-        if text in ("inventory", "check inventory", "inv"):
+        if _is_inventory_query(action):
             return self._show_inventory()
         if match := _GET.match(text):
             return self._get(match.group(1), match.group(2))
@@ -226,6 +261,10 @@ class TextCraftEnv:
                 f"count times the same whole number. Recipes: {listed}."
             )
         return f"No recipe makes {target} from {used}. Recipes for {target}: {listed}."
+
+
+def _is_inventory_query(action: str) -> bool:
+    return " ".join(action.strip().lower().split()).rstrip(".") in ("inventory", "check inventory", "inv")
 
 
 def _pairing(recipe: Recipe, provided: list[tuple[str, int]]) -> list[tuple[int, int]] | None:
