@@ -59,7 +59,7 @@ from horizonrl.rollout.backends.base import (
 from horizonrl.rollout.envpool import AsyncEnv, EnvPool
 from horizonrl.rollout.progress import RolloutProgress
 from horizonrl.rollout.settings import RolloutSettings
-from horizonrl.rollout.trajectory import Trajectory, record_view
+from horizonrl.rollout.trajectory import Trajectory, record_state, record_turn, record_view
 
 
 @dataclass(frozen=True)
@@ -283,6 +283,7 @@ class RolloutEngine:
         traj.category = str(info.get("category", traj.category))
         traj.score, traj.success = float(info.get("score", 0.0)), bool(info.get("success", False))
         record_view(traj, info)
+        record_state(traj, info)
         if cfg.show_available_actions:
             try:
                 observation = await self._with_actions(ep.env, observation)
@@ -322,7 +323,7 @@ class RolloutEngine:
         parsed = self.prompt.parse_action(content)
         if parsed.action is None:
             ep.parse_errors += 1
-            ep.traj.turn_rewards.append(0.0)
+            record_turn(ep.traj, 0.0, invalid=True)
             self._after_turn(ep, str(parsed.error))
         return parsed.action
 
@@ -330,10 +331,10 @@ class RolloutEngine:
         """Record an env step's result (a string: the env failed) and end the episode if it is over."""
         traj = ep.traj
         if isinstance(outcome, str):
-            traj.turn_rewards.append(0.0)
+            record_turn(traj, 0.0)
             ep.fail(outcome)
             return
-        traj.turn_rewards.append(float(outcome.reward))
+        record_turn(traj, outcome.reward, outcome.info)
         traj.reward += float(outcome.reward)
         traj.success = bool(outcome.info.get("success", traj.success))
         traj.score = float(outcome.info.get("score", traj.score))

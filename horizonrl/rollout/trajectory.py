@@ -12,6 +12,11 @@ the same chat builder at SFT time.
 
 `logprobs` is aligned with `token_ids` and is null exactly where `loss_mask` is 0.
 
+Per-turn lists (`turn_rewards`, `turn_states`, `turn_invalid`, `turn_progress`) have one entry
+per assistant turn, also for a turn without an env step (reward 0, not invalid, no progress,
+the state it was sampled in); the engine appends them together with `record_turn`. The start
+state of turn k is the `state_key` of the env info before it (reset info, then each step's).
+
 What an env shows besides text (`VIEW_KEYS` of its `info`: BabyAI's `grid`, a web page's
 `screenshot` path) is kept in `meta["views"]`, keyed by the number of turns played when that
 observation was shown (`"0"`: after reset), for the viewer's replay; absent for envs without.
@@ -52,6 +57,15 @@ class Trajectory:
     fail_reason: str | None = None
     turn_rewards: list[float] = field(default_factory=list)
     """Env reward of each turn, in order (len == num_turns)."""
+    turn_states: list[str | None] = field(default_factory=list)
+    """Start state of each turn: the env's `info["state_key"]` of the observation it answered
+    (None where the family reports none). Step groups of `gigpo` compare turns with equal keys."""
+    turn_invalid: list[bool] = field(default_factory=list)
+    """Per turn: the response had no parsable action, or the env rejected the action
+    (`info["invalid_action"]`); `algorithm.invalid_action_penalty` reads it."""
+    turn_progress: list[float] = field(default_factory=list)
+    """Per turn: the sub-goal progress the env reported for it (`info["progress"]`, >= 0; an
+    episode's progress sums to at most 1); `algorithm.reward: shaped` reads it."""
     token_ids: list[int] = field(default_factory=list)
     """Whole conversation as token ids (prompt + every turn), exactly as the model saw them."""
     loss_mask: list[int] = field(default_factory=list)
@@ -70,6 +84,13 @@ class Trajectory:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name in PER_TURN:
+            values = getattr(self, name)
+            if values and len(values) != len(self.turn_rewards):
+                raise ValueError(
+                    f"{name} has {len(values)} entries for {len(self.turn_rewards)} turns: every turn has "
+                    "one entry in each per-turn list (see record_turn)"
+                )
         if self.token_ids:
             n = len(self.token_ids)
             if len(self.loss_mask) != n or len(self.logprobs) != n:
@@ -93,6 +114,34 @@ class Trajectory:
         meta = dict(data.get("meta") or {})
         meta.update({k: data[k] for k in unknown})
         return cls(**{k: v for k, v in data.items() if k in known and k != "meta"}, meta=meta)
+
+
+PER_TURN = ("turn_states", "turn_invalid", "turn_progress")
+"""The per-turn lists besides `turn_rewards`: empty (not recorded, e.g. an expert's demo) or one
+entry per turn, appended together by `record_turn`."""
+
+
+def record_state(traj: Trajectory, info: dict[str, Any]) -> None:
+    """Note the env state the next turn starts from (`info["state_key"]`; None if absent) in
+    `meta["state_key"]`; after the episode it holds the final state."""
+    key = info.get("state_key")
+    traj.meta["state_key"] = None if key is None else str(key)
+
+
+def record_turn(
+    traj: Trajectory, reward: float, info: dict[str, Any] | None = None, *, invalid: bool = False
+) -> None:
+    """Append one assistant turn's per-turn entries: `reward`, its start state (the state noted
+    last), whether it was invalid (`invalid`, or the env's `info["invalid_action"]`) and its
+    progress (`info["progress"]`). `info` is the env's answer to the turn, None when the env was
+    not stepped (no parsable action, a turn without an env step, an env failure): then the
+    state stays as it was and there is no progress."""
+    traj.turn_rewards.append(float(reward))
+    traj.turn_states.append(traj.meta.get("state_key"))
+    traj.turn_invalid.append(bool(invalid or (info is not None and info.get("invalid_action", False))))
+    traj.turn_progress.append(max(0.0, float(info.get("progress", 0.0))) if info is not None else 0.0)
+    if info is not None:
+        record_state(traj, info)
 
 
 VIEW_KEYS = ("grid", "screenshot")

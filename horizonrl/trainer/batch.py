@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
+from horizonrl.algos.advantages import TurnSteps
 from horizonrl.rollout.trajectory import Trajectory
 
 Tensor = torch.Tensor
@@ -93,6 +94,34 @@ def collate(trajectories: Sequence[Trajectory]) -> Batch:
         prompt_lengths=torch.tensor([max(t.prompt_length, 1) for t in trajectories], dtype=torch.long),
         truncated=torch.tensor([t.truncated and not t.terminated for t in trajectories], dtype=torch.bool),
     )
+
+
+def turn_steps(loss_mask: Tensor, trajectories: Sequence[Trajectory]) -> TurnSteps:
+    """The turn structure of a collated batch (`loss_mask (B, T)`, rows in `trajectories`' order).
+
+    A sampled token at position p belongs to turn k, the first turn with `turn_ends[k] >= p`
+    (tokens after the last recorded turn belong to none: -1). Its state id numbers the turn's
+    start-state key (`Trajectory.turn_states`) densely over the batch; -1 where the key is None
+    or the trajectory recorded no states.
+    """
+    B, T = loss_mask.shape
+    turn_index = torch.full((B, T), -1, dtype=torch.long)
+    state_ids = torch.full((B, T), -1, dtype=torch.long)
+    ids: dict[str, int] = {}
+    positions = torch.arange(T)
+    for i, traj in enumerate(trajectories):
+        ends = torch.tensor(traj.turn_ends[: len(traj.turn_rewards)], dtype=torch.long)
+        if not len(ends):
+            continue
+        k = torch.searchsorted(ends, positions)  # (T,) first turn whose end is >= p
+        sampled = loss_mask[i].bool() & (k < len(ends))
+        turn_index[i] = torch.where(sampled, k, -1)
+        states = traj.turn_states or [None] * len(ends)
+        per_turn = torch.tensor(
+            [-1 if s is None else ids.setdefault(s, len(ids)) for s in states[: len(ends)]]
+        )
+        state_ids[i] = torch.where(sampled, per_turn[k.clamp(max=len(ends) - 1)], -1)
+    return TurnSteps(turn_index=turn_index, state_ids=state_ids)
 
 
 def micro_batches(batch: Batch, rows: Sequence[int], size: int) -> Iterator[tuple[list[int], Batch]]:

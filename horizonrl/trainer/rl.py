@@ -32,12 +32,12 @@ from typing import Any
 
 import torch
 
-from horizonrl.algos.advantages import bootstrap_truncated, place_rewards
+from horizonrl.algos.advantages import EstimatorParams, bootstrap_truncated, get_estimator, place_rewards
 from horizonrl.algos.kl import kl_estimate
 from horizonrl.algos.losses import kl_reward_penalty
 from horizonrl.config import Config
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
-from horizonrl.trainer.batch import Batch, collate
+from horizonrl.trainer.batch import Batch, collate, turn_steps
 from horizonrl.trainer.data import ItemSampler
 from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
@@ -47,14 +47,77 @@ from horizonrl.trainer.token_stats import token_stats_path, write_token_stats
 from horizonrl.trainer.workflows import RunAborted
 
 
+def outcome_reward(traj: Trajectory, cfg: Config) -> float:
+    """The reward on a trajectory's last sampled token, per `algorithm.reward` (0 when failed)."""
+    a = cfg.algorithm
+    if traj.failed or a.reward == "turn":
+        return 0.0
+    return float(traj.success) if a.reward == "success" else traj.reward
+
+
+def shaped_progress(traj: Trajectory) -> list[float]:
+    """Each turn's progress (`Trajectory.turn_progress`), clipped so that an episode's sum is <= 1."""
+    out, total = [], 0.0
+    for p in traj.turn_progress or [0.0] * len(traj.turn_rewards):
+        step = min(max(p, 0.0), 1.0 - total)
+        total += step
+        out.append(step)
+    return out
+
+
+def turn_credits(traj: Trajectory, cfg: Config) -> list[float]:
+    """The reward on each turn's last sampled token (one per turn; all 0 when failed): the env's
+    turn rewards (`reward: turn`) or `shaped_weight` x progress (`reward: shaped`), minus
+    `invalid_action_penalty` on each invalid turn (every reward kind)."""
+    a = cfg.algorithm
+    n = len(traj.turn_rewards)
+    if traj.failed:
+        return [0.0] * n
+    credits = [float(r) for r in traj.turn_rewards] if a.reward == "turn" else [0.0] * n
+    if a.reward == "shaped":
+        credits = [c + a.shaped_weight * p for c, p in zip(credits, shaped_progress(traj), strict=True)]
+    if a.invalid_action_penalty:
+        invalid = traj.turn_invalid or [False] * n
+        credits = [c - a.invalid_action_penalty * bad for c, bad in zip(credits, invalid, strict=True)]
+    return credits
+
+
 def trajectory_return(traj: Trajectory, cfg: Config) -> float:
     """The reward total `turn_rewards_batch` places on one trajectory's tokens (0 when failed)."""
-    a = cfg.algorithm
-    if traj.failed:
-        return 0.0
-    if a.reward == "turn":
-        return float(sum(traj.turn_rewards))
-    return float(traj.success) if a.reward == "success" else traj.reward
+    return outcome_reward(traj, cfg) + sum(turn_credits(traj, cfg))
+
+
+def step_returns(traj: Trajectory, cfg: Config) -> list[float]:
+    """Each turn's discounted reward-to-go over turns (`algorithm.step_gamma`), the outcome counted
+    on the last turn: the `G` that `gigpo`'s step groups compare."""
+    credits = turn_credits(traj, cfg)
+    if credits:
+        credits[-1] += outcome_reward(traj, cfg)
+    out, G = [], 0.0
+    for r in reversed(credits):
+        G = r + cfg.algorithm.step_gamma * G
+        out.append(G)
+    return out[::-1]
+
+
+def step_groups(trajectories: list[Trajectory]) -> dict[tuple[int, str], list[tuple[int, int]]]:
+    """`(group id, start-state key) -> [(row, turn), ...]`: the turns each step group holds."""
+    groups: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    for i, t in enumerate(trajectories):
+        for k, state in enumerate(t.turn_states):
+            if state is not None:
+                groups.setdefault((t.group_id, state), []).append((i, k))
+    return groups
+
+
+def turn_stats(trajectories: list[Trajectory]) -> dict[str, float]:
+    """`turns/invalid_frac` (share of all turns that were invalid) and `progress/mean` (mean
+    clipped progress per episode that did not fail)."""
+    turns = sum(len(t.turn_rewards) for t in trajectories)
+    invalid = sum(sum(t.turn_invalid) for t in trajectories)
+    played = [t for t in trajectories if not t.failed]
+    progress = sum(sum(shaped_progress(t)) for t in played)
+    return {"turns/invalid_frac": invalid / max(1, turns), "progress/mean": progress / max(1, len(played))}
 
 
 def select_for_update(
@@ -62,28 +125,35 @@ def select_for_update(
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """The trajectories the update trains on: never those without a sampled token (an env that
     failed at reset); failed ones dropped (`algorithm.failed: drop`) or kept and scored 0 (`zero`);
-    with `algorithm.filter_groups`, every group whose rewards are all equal (all-0 advantages)."""
+    with `algorithm.filter_groups`, every group whose rewards are all equal (all-0 advantages),
+    unless the estimator is step-level and one of the group's step groups has unequal step
+    returns. Also returns the step's `turn_stats`."""
     a = cfg.algorithm
+    stats = turn_stats(trajectories)
     kept = [t for t in trajectories if any(t.loss_mask) and not (t.failed and a.failed == "drop")]
     if not a.filter_groups:
-        return kept, {}
+        return kept, stats
     returns: dict[int, list[float]] = {}
     for t in kept:
         returns.setdefault(t.group_id, []).append(trajectory_return(t, cfg))
     informative = {g for g, r in returns.items() if len(r) > 1 and max(r) - min(r) > 1e-9}
-    stats = {"groups/informative_frac": len(informative) / max(1, len(returns))}
+    if get_estimator(a.estimator).step_level:
+        G = [step_returns(t, cfg) for t in kept]
+        for (g, _), members in step_groups(kept).items():
+            r = [G[i][k] for i, k in members]
+            if len(r) > 1 and max(r) - min(r) > 1e-9:
+                informative.add(g)
+    stats["groups/informative_frac"] = len(informative) / max(1, len(returns))
     return [t for t in kept if t.group_id in informative], stats
 
 
 def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config) -> torch.Tensor:
-    """`token_rewards (B, T)` per `algorithm.reward` (see AlgorithmConfig), on sampled tokens only."""
-    if cfg.algorithm.reward == "turn":
-        outcome = torch.zeros(batch.size)
-        ends = [t.turn_ends[: len(t.turn_rewards)] for t in trajectories]
-        values = [[0.0 if t.failed else r for r in t.turn_rewards] for t in trajectories]
-        return place_rewards(batch.loss_mask, outcome, turn_ends=ends, turn_rewards=values)
-    outcome = torch.tensor([trajectory_return(t, cfg) for t in trajectories])
-    return place_rewards(batch.loss_mask, outcome)
+    """`token_rewards (B, T)` per `algorithm.reward` (see AlgorithmConfig), on sampled tokens only:
+    `outcome_reward` on each row's last sampled token, `turn_credits` on each turn's last one."""
+    outcome = torch.tensor([outcome_reward(t, cfg) for t in trajectories])
+    ends = [t.turn_ends[: len(t.turn_rewards)] for t in trajectories]
+    credits = [turn_credits(t, cfg) for t in trajectories]
+    return place_rewards(batch.loss_mask, outcome, turn_ends=ends, turn_rewards=credits)
 
 
 class RLTrainer(TrainingRun):
@@ -184,9 +254,14 @@ class RLTrainer(TrainingRun):
                     coef=a.kl_coef,
                     kind=a.kl_estimator,
                 )
-        advantages, returns = self.learner.estimator(
-            rewards, batch.loss_mask, batch.values, batch.group_ids, a
-        )
+        estimator = self.learner.estimator
+        turns = turn_steps(batch.loss_mask, trajectories) if estimator.step_level else None
+        if estimator.step_level:
+            members = [len(m) for m in step_groups(trajectories).values()]
+            all_turns = sum(len(t.turn_rewards) for t in trajectories)
+            stats["adv/step_groups_frac"] = sum(n for n in members if n > 1) / max(1, all_turns)
+        params = EstimatorParams.of(a, turns)
+        advantages, returns = estimator(rewards, batch.loss_mask, batch.values, batch.group_ids, params)
         valid = advantages[batch.loss_mask.bool()]
         stats["advantages/mean"] = float(valid.mean()) if valid.numel() else 0.0
         stats["advantages/abs_mean"] = float(valid.abs().mean()) if valid.numel() else 0.0
