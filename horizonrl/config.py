@@ -262,10 +262,11 @@ class AlgorithmConfig:
     failed: str = "drop"
     """Trajectories whose env broke: `drop` them from the update or score them `zero`."""
     filter_groups: bool = False
-    """Group estimators (grpo, rloo): leave out of the update every group whose samples all got
-    the same reward (their advantages are all 0; DAPO's filter). Saves their score and update
-    passes, and token-mean losses then average over informative tokens only. A step with no
-    informative group skips the optimizer step (the LR schedule still advances)."""
+    """Group estimators (grpo, rloo, gigpo): leave out of the update every group whose samples all
+    got the same reward (their advantages are all 0; DAPO's filter; gigpo keeps such a group when
+    its step groups' returns differ). Saves their score and update passes, and token-mean losses
+    then average over informative tokens only. A step with no informative group skips the
+    optimizer step (the LR schedule still advances)."""
 
     def __post_init__(self) -> None:
         from horizonrl.algos.advantages import ESTIMATORS
