@@ -200,6 +200,8 @@ class TrainingRun:
         self.step = 0
         """Steps completed; checkpoint `step_N` holds the state after N steps."""
         self._rollout = rollout
+        self.best: dict[str, Any] | None = None
+        """The best checkpoint's record (`checkpoints/best/best.json`), read by `resume`."""
         if self.is_main:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
             self.monitor = Monitor(self.run_dir, cfg.logging, config_dict(cfg))
@@ -228,9 +230,11 @@ class TrainingRun:
             self.load_trainer_state(state)
             self.say(f"resumed from {checkpoint} at step {self.step}")
         self.monitor.truncate_after(self.step)
-        best = read_best(self.run_dir)
-        if best is not None and best["step"] > self.step and self.is_main:  # from steps to be redone
-            shutil.rmtree(self.run_dir / "checkpoints" / "best")
+        self.best = read_best(self.run_dir)  # every rank reads it here, before anyone rewrites it
+        if self.best is not None and self.best["step"] > self.step:  # from steps to be redone
+            self.best = None
+            if self.is_main:
+                shutil.rmtree(self.run_dir / "checkpoints" / "best")
 
     def save(self) -> Path:
         return save_checkpoint(
@@ -291,9 +295,9 @@ class TrainingRun:
         """Make this step's model `checkpoints/best` if its validation success beats the best so far
         (strictly: a tie keeps the earlier step; `resume` drops a best of steps it redoes). Returns
         the best's metrics."""
-        best = read_best(self.run_dir)
+        best = self.best
         if best is None or success > best["success"]:
-            best = {"step": self.step, "success": success, "eval": name}
+            best = self.best = {"step": self.step, "success": success, "eval": name}
             save_best(
                 self.run_dir,
                 best,
