@@ -98,9 +98,23 @@ class DataConfig:
     """Items per training step; each is rolled out `rollout.n` times."""
     shuffle: bool = True
     """Reshuffle the items every epoch (seeded by `trainer.seed` and the epoch number)."""
+    curriculum: CurriculumConfig = field(default_factory=lambda: CurriculumConfig())
+    """RL: stages of training items, easy to hard (`CurriculumConfig`; no stages: off)."""
+    val_fraction: float = 0.0
+    """RL: hold out this share of the training items (a fixed slice by item id, not drawn for
+    training) as the validation split of the periodic eval (`eval.every`), which then keeps the
+    best checkpoint (`checkpoints/best`); 0: the periodic eval plays `eval.split`."""
 
     def __post_init__(self) -> None:
         _check(self.batch_size >= 1, f"data.batch_size must be >= 1, got {self.batch_size}")
+        _check(
+            0.0 <= self.val_fraction < 1.0, f"data.val_fraction must be in [0, 1), got {self.val_fraction}"
+        )
+        _check(
+            not (self.curriculum.stages and self.categories),
+            "data.categories and data.curriculum.stages both pick categories: give each stage its "
+            "categories and leave data.categories empty",
+        )
         _check(bool(self.families or self.train_files), "data.families or data.train_files must be set")
         _check(self.max_items is None or self.max_items >= 1, "data.max_items must be >= 1 when set")
 
@@ -176,6 +190,9 @@ class RolloutConfig(RolloutSettings):
     engine: str = "lockstep"
     """`lockstep` (rounds of one batched generation, then the round's env steps) or `async` (each
     episode advances as soon as its own env step returns); the trainer's evals use it too."""
+    max_tokens_schedule: TokenScheduleConfig | None = None
+    """The per-turn token cap by training step (`TokenScheduleConfig`: a schedule like `schedule:`,
+    its `rounds` token caps, e.g. `{type: stepwise, rounds: [64, 256], every: 10}`); None: `max_tokens`."""
 
     def __post_init__(self) -> None:
         _settings_checked(super().__post_init__)
@@ -330,6 +347,12 @@ SCHEDULE_TYPES = ("fixed", "stepwise", "adaptive", "mixed")
 
 @dataclass(frozen=True)
 class ScheduleConfig:
+    """A schedule of one int per training step: the turn cap (`schedule:`), the per-turn token cap
+    (`rollout.max_tokens_schedule`, `TokenScheduleConfig`), the curriculum stage (built from
+    `data.curriculum`). The same types and resume behaviour for all (horizonrl.trainer.schedule)."""
+
+    key_prefix: ClassVar[str] = "schedule."
+    """How validation errors name the fields."""
     type: str = "stepwise"
     """fixed, stepwise (the paper's ScalingInter-RL), adaptive, mixed (see horizonrl.trainer.schedule)."""
     rounds: list[int] = field(default_factory=lambda: [10, 20, 30])
@@ -346,17 +369,86 @@ class ScheduleConfig:
     """mixed: share of groups that get the next stage's cap."""
 
     def __post_init__(self) -> None:
+        p = self.key_prefix
         kind = {"scaling_inter_stepwise": "stepwise"}.get(self.type, self.type)
         object.__setattr__(self, "type", kind)  # the reference's name, normalized
-        _one_of("schedule.type", kind, SCHEDULE_TYPES)
-        _check(len(self.rounds) >= 1 and all(r >= 1 for r in self.rounds), "schedule.rounds: caps >= 1")
+        _one_of(f"{p}type", kind, SCHEDULE_TYPES)
+        _check(len(self.rounds) >= 1 and all(r >= 1 for r in self.rounds), f"{p}rounds: values >= 1")
         _check(
             kind != "fixed" or len(self.rounds) == 1,
-            f"schedule.type=fixed takes one cap, e.g. schedule.rounds=[{self.rounds[-1]}]; got {self.rounds}",
+            f"{p}type=fixed takes one cap, e.g. {p}rounds=[{self.rounds[-1]}]; got {self.rounds}",
         )
-        _check(self.every >= 1, f"schedule.every must be >= 1, got {self.every}")
-        _check(self.window >= 1, "schedule.window must be >= 1")
-        _check(0.0 <= self.mixed_fraction <= 1.0, "schedule.mixed_fraction must be in [0, 1]")
+        _check(self.every >= 1, f"{p}every must be >= 1, got {self.every}")
+        _check(self.window >= 1, f"{p}window must be >= 1")
+        _check(0.0 <= self.mixed_fraction <= 1.0, f"{p}mixed_fraction must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class TokenScheduleConfig(ScheduleConfig):
+    """`rollout.max_tokens_schedule`: the per-turn token cap of each step, e.g. `{type: stepwise,
+    rounds: [64, 256], every: 10}`; `rounds` are token caps (None / unset: `rollout.max_tokens`)."""
+
+    key_prefix: ClassVar[str] = "rollout.max_tokens_schedule."
+
+
+@dataclass(frozen=True)
+class CurriculumStageConfig:
+    """One curriculum stage: the training items it draws from (the union of what is given)."""
+
+    categories: list[str] = field(default_factory=list)
+    """Categories of `data.split` (or `data.train_files`) items, e.g. `[depth 1, depth 2]`."""
+    items: list[str] = field(default_factory=list)
+    """Item ids, e.g. `[textcraft_0, textcraft_7]`."""
+
+
+@dataclass(frozen=True)
+class CurriculumConfig:
+    """`data.curriculum`: stages of training items (easy to hard); the stage advances like a
+    schedule (`type` stepwise: every `every` steps; adaptive: on the success `threshold` or a
+    plateau; mixed: stepwise, with a `mixed_fraction` of the groups drawn from the next stage).
+    No stages: no curriculum."""
+
+    key_prefix: ClassVar[str] = "data.curriculum."
+    stages: list[CurriculumStageConfig] = field(default_factory=list)
+    type: str = "stepwise"
+    every: int = 100
+    threshold: float = 0.8
+    window: int = 5
+    plateau_tol: float = 0.02
+    mixed_fraction: float = 0.25
+
+    def __post_init__(self) -> None:
+        p = self.key_prefix
+        _one_of(f"{p}type", self.type, CURRICULUM_TYPES)
+        for i, stage in enumerate(self.stages):
+            _check(
+                bool(stage.categories or stage.items),
+                f"{p}stages[{i}] is empty: give it categories (e.g. [depth 1]) or items (item ids)",
+            )
+        if self.stages:
+            self.schedule()  # its checks, named data.curriculum.*
+
+    def schedule(self) -> ScheduleConfig:
+        """The stage schedule: a schedule whose values are the stage numbers 1..len(stages)."""
+        return CurriculumScheduleConfig(
+            type=self.type,
+            rounds=list(range(1, len(self.stages) + 1)),
+            every=self.every,
+            threshold=self.threshold,
+            window=self.window,
+            plateau_tol=self.plateau_tol,
+            mixed_fraction=self.mixed_fraction,
+        )
+
+
+@dataclass(frozen=True)
+class CurriculumScheduleConfig(ScheduleConfig):
+    """The schedule `CurriculumConfig.schedule()` builds (its errors name `data.curriculum.*`)."""
+
+    key_prefix: ClassVar[str] = "data.curriculum."
+
+
+CURRICULUM_TYPES = ("stepwise", "adaptive", "mixed")
 
 
 @dataclass(frozen=True)

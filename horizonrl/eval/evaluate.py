@@ -5,6 +5,7 @@
     horizonrl eval --backend openai --model gpt-4o-mini --env textcraft,babyai --out runs/api \\
         base_url=https://api.openai.com/v1
     horizonrl eval configs/eval_textcraft.yaml limit=5       # the same settings from YAML
+    horizonrl eval --model runs/quickstart/rl --env textcraft  # a run: its best (else last) checkpoint
 
 Writes `OUT/report.json`, `OUT/report.md` and `OUT/trajectories.jsonl` (see
 `horizonrl.eval.report`). While it runs, each finished episode is appended to
@@ -27,13 +28,14 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from horizonrl.envs.registry import get_family
 from horizonrl.eval.metrics import eval_summary
 from horizonrl.eval.report import combine, write_report
+from horizonrl.models import model_of_run
 from horizonrl.rollout.backends.base import PolicyBackend, make_backend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.rollout.envpool import EnvPool, LocalEnvPool, RemoteEnvPool
@@ -48,7 +50,9 @@ class EvalSettings(EvalRolloutSettings):
     the fields and defaults the trainer's `eval:` section has too) plus these."""
 
     model: str = "default"
-    """HF id, local path or alias (`default`, `tiny`) for hf; the API model name for openai."""
+    """HF id, local path or alias (`default`, `tiny`) for hf; the API model name for openai. A
+    training run directory stands for its best checkpoint's model (`checkpoints/best`), else its
+    last one's (`horizonrl.models.model_of_run`)."""
     backend: str = "hf"
     env: list[str] = field(default_factory=lambda: ["textcraft"])
     """Families to evaluate (the flag takes a comma-separated list)."""
@@ -127,6 +131,13 @@ def load_settings(args: argparse.Namespace) -> EvalSettings:
     except ValueError as exc:
         raise SystemExit(f"horizonrl eval: {exc}") from None
     assert isinstance(settings, EvalSettings)
+    try:
+        run = model_of_run(settings.model) if settings.backend == "hf" else None
+    except FileNotFoundError as exc:
+        raise SystemExit(f"horizonrl eval: {exc}") from None
+    if run is not None:
+        print(f"horizonrl eval: {run[1]}: {run[0]}", file=sys.stderr)
+        settings = replace(settings, model=str(run[0]))
     return settings
 
 

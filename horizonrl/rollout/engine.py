@@ -105,6 +105,8 @@ class Episode:
     observation: str = ""
     parse_errors: int = 0
     closed: bool = False
+    max_tokens: int | None = None
+    """Per-turn token cap of this episode (`arun(max_tokens=...)`); None: `config.max_tokens`."""
 
     def finish(self, stop_reason: str, *, truncated: bool = False, terminated: bool = False) -> None:
         self.done = True
@@ -171,14 +173,17 @@ class RolloutEngine:
         n: int = 1,
         seed: int | Sequence[int] = 0,
         max_turns: int | Sequence[int] | None = None,
+        max_tokens: int | Sequence[int] | None = None,
         group_offset: int = 0,
         on_round: RoundHook | None = None,
         on_finish: Callable[[Trajectory], None] | None = None,
     ) -> list[Trajectory]:
-        """`run` inside a running event loop. `seed` (the env reset seed of each item's group) and
-        `max_turns` (mixed schedules) take one value for all items or one per item."""
+        """`run` inside a running event loop. `seed` (the env reset seed of each item's group),
+        `max_turns` (mixed schedules) and `max_tokens` (per turn, at most `config.max_tokens`; the
+        token schedule) take one value for all items or one per item."""
         cfg = self.config
         caps = _per_item("max_turns", item_ids, cfg.max_turns if max_turns is None else max_turns)
+        token_caps = _per_item("max_tokens", item_ids, cfg.max_tokens if max_tokens is None else max_tokens)
         seeds = _per_item("seed", item_ids, seed)
         episodes = [
             Episode(
@@ -191,6 +196,7 @@ class RolloutEngine:
                     group_id=group_offset + g,
                     sample_index=k,
                 ),
+                max_tokens=token_caps[g],
             )
             for g, item in enumerate(item_ids)
             for k in range(n)
@@ -305,7 +311,7 @@ class RolloutEngine:
         return GenerationRequest(
             token_ids=list(ep.conv.token_ids),
             messages=list(ep.conv.messages),
-            max_tokens=min(self.config.max_tokens, budget),
+            max_tokens=min(ep.max_tokens or self.config.max_tokens, self.config.max_tokens, budget),
             cache_key=ep.index,
         )
 

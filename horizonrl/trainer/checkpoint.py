@@ -7,6 +7,10 @@
         optimizer.pt        optimizer(s) and LR scheduler(s) state
         rng.pt              torch / python / numpy RNG states
         trainer_state.json  step, schedule state, data cursor, anything else JSON
+    <output_dir>/checkpoints/best/      with a validation eval (`data.val_fraction`, `eval.every`)
+        model/              the weights of the step with the best validation success (ties: the
+                            earlier step), as in `step_N/model`
+        best.json           {"step": N, "success": x, "eval": "eval/step_N"}
 
 A checkpoint is written to `step_N.tmp` and renamed when complete, so a crash mid-save never
 leaves a half checkpoint that `resume: auto` would pick up.
@@ -22,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -31,25 +34,16 @@ import torch
 
 from horizonrl.distributed.checkpoint import DCP_DIR, export_hf, load_sharded, save_sharded
 from horizonrl.distributed.parallel import SingleProcess
-
-STATE_FILE = "trainer_state.json"
-_STEP_DIR = re.compile(r"^step_(\d+)$")
+from horizonrl.models import BEST_DIR, BEST_FILE, CHECKPOINTS_DIR, STATE_FILE, run_checkpoints
 
 
 def checkpoint_dir(output_dir: str | Path, step: int) -> Path:
-    return Path(output_dir) / "checkpoints" / f"step_{step}"
+    return Path(output_dir) / CHECKPOINTS_DIR / f"step_{step}"
 
 
 def list_checkpoints(output_dir: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints under `output_dir`, oldest first, as `(step, path)`."""
-    root = Path(output_dir) / "checkpoints"
-    found = []
-    if root.is_dir():
-        for path in root.iterdir():
-            match = _STEP_DIR.match(path.name)
-            if match and (path / STATE_FILE).exists():
-                found.append((int(match.group(1)), path))
-    return sorted(found)
+    """Complete checkpoints under `output_dir`, oldest first, as `(step, path)` (never `best`)."""
+    return run_checkpoints(output_dir)
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
@@ -241,3 +235,46 @@ def load_checkpoint(
     set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     state: dict[str, Any] = json.loads((path / STATE_FILE).read_text())
     return state
+
+
+def read_best(output_dir: str | Path) -> dict[str, Any] | None:
+    """The best checkpoint's record (`best.json`: step, success), or None when there is none."""
+    path = Path(output_dir) / CHECKPOINTS_DIR / BEST_DIR / BEST_FILE
+    if not path.exists():
+        return None
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record
+
+
+def save_best(
+    output_dir: str | Path,
+    record: dict[str, Any],
+    *,
+    model: Any,
+    tokenizer: Any = None,
+    parallel: SingleProcess | None = None,
+    plain_model: Any = None,
+) -> Path:
+    """Write `checkpoints/best` (the model and `record`, see the module docstring), replacing the
+    old one only once the new one is complete. Under torchrun every rank calls it."""
+    final = Path(output_dir) / CHECKPOINTS_DIR / BEST_DIR
+    tmp = final.with_name(final.name + ".tmp")
+    lockstep = parallel is not None and parallel.lockstep
+    main = parallel is None or parallel.world.is_main
+    if main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    if lockstep:
+        assert parallel is not None
+        parallel.barrier()
+        export_hf(model, plain_model, tmp / "model", tokenizer, write=main)
+    else:
+        save_model(model, tmp / "model", tokenizer)
+    if main:
+        (tmp / BEST_FILE).write_text(json.dumps(record, indent=1) + "\n")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    if lockstep:
+        assert parallel is not None
+        parallel.barrier()
+    return final

@@ -22,6 +22,7 @@ defaults `horizonrl eval` has) for the in-run eval.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from horizonrl.config import Config
@@ -35,16 +36,20 @@ from horizonrl.trainer.episodes import Episode
 from horizonrl.trainer.weight_sync import make_sampler
 
 
-def engine_config(cfg: Config, *, greedy: bool, max_turns: int) -> EngineConfig:
+def engine_config(
+    cfg: Config, *, greedy: bool, max_turns: int, max_tokens: int | None = None
+) -> EngineConfig:
     """The engine settings of one trainer rollout: `cfg.eval`'s for an eval (`greedy`; the settings
-    `horizonrl eval` uses too), else `cfg.rollout`'s, with their logprob temperature."""
+    `horizonrl eval` uses too), else `cfg.rollout`'s, with their logprob temperature; `max_tokens`
+    (the token schedule's largest cap of the step) replaces `rollout.max_tokens`."""
     shown = cfg.agent.show_available_actions
     if greedy:
         return EngineConfig.of(
             cfg.eval, max_turns=max_turns, progress=cfg.logging.console, show_available_actions=shown
         )
+    settings = cfg.rollout if max_tokens is None else replace(cfg.rollout, max_tokens=max_tokens)
     return EngineConfig.of(
-        cfg.rollout,
+        settings,
         max_turns=max_turns,
         progress=cfg.logging.console,
         logprob_temperature=cfg.logprob_temperature,
@@ -95,13 +100,17 @@ class EngineRollout:
             if any(len(g) != n for g in fam_groups):
                 raise ValueError("every item group of one family must have the same number of samples")
             cap = max(g[0].max_turns for g in fam_groups)
-            engine_cfg = engine_config(self.cfg, greedy=greedy, max_turns=cap)
+            token_caps = [g[0].max_tokens for g in fam_groups]
+            scheduled = [t for t in token_caps if t is not None]
+            most = max(scheduled) if scheduled and not greedy else None
+            engine_cfg = engine_config(self.cfg, greedy=greedy, max_turns=cap, max_tokens=most)
             engine = make_engine(self.cfg.rollout.engine, self.backend, self._pool(family), engine_cfg)
             trajectories = engine.run(
                 [g[0].item_id for g in fam_groups],
                 n=n,
                 seed=[g[0].seed for g in fam_groups],
                 max_turns=[g[0].max_turns for g in fam_groups],
+                max_tokens=[t if t is not None else engine_cfg.max_tokens for t in token_caps],
             )
             planned = [ep for g in fam_groups for ep in g]
             for ep, traj in zip(planned, trajectories, strict=True):

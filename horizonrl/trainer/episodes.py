@@ -14,7 +14,7 @@ from horizonrl.rollout.trajectory import Trajectory
 
 @dataclass(frozen=True)
 class Episode:
-    """One episode to play: an item, its group (all samples of one item), seed and turn cap."""
+    """One episode to play: an item, its group (all samples of one item), seed, turn and token caps."""
 
     item_id: str
     group_id: int
@@ -22,6 +22,8 @@ class Episode:
     seed: int
     """Env reset seed, shared by the group; sampling seeds derive from it and `sample_index`."""
     max_turns: int
+    max_tokens: int | None = None
+    """Per-turn token cap of this episode (`rollout.max_tokens_schedule`); None: the engine's."""
 
 
 class Rollout(Protocol):

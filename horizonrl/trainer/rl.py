@@ -38,7 +38,7 @@ from horizonrl.algos.losses import kl_reward_penalty
 from horizonrl.config import Config
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 from horizonrl.trainer.batch import Batch, collate, turn_steps
-from horizonrl.trainer.data import ItemSampler
+from horizonrl.trainer.data import make_item_sampler
 from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.run import TrainingRun
@@ -164,7 +164,12 @@ class RLTrainer(TrainingRun):
     ) -> None:
         super().__init__(cfg, rollout=rollout, env_urls=env_urls)
         self.schedule = make_schedule(cfg.schedule, seed=cfg.trainer.seed)
-        self.sampler = ItemSampler.from_config(cfg.data, cfg.trainer.seed)
+        self.sampler = make_item_sampler(cfg.data, cfg.trainer.seed)
+        tokens = cfg.rollout.max_tokens_schedule
+        self.token_schedule = None if tokens is None else make_schedule(tokens, seed=cfg.trainer.seed)
+        """`rollout.max_tokens_schedule`: the per-turn token cap by step (None: `rollout.max_tokens`)."""
+        self.plan_stats: dict[str, float] = {}
+        """What `plan_episodes` drew for the step (`curriculum/stage`, `schedule/max_tokens`), logged."""
         self.failed_streak = 0
         """Consecutive steps in which every episode failed (env outage)."""
         self.nonfinite_streak = 0
@@ -195,19 +200,19 @@ class RLTrainer(TrainingRun):
                     if batch is None:
                         self.learner.skip_update()
             self.step += 1
-            stats = {**sync_stats, **select_stats, **adv_stats, **update_stats}
+            stats = {**self.plan_stats, **sync_stats, **select_stats, **adv_stats, **update_stats}
             stats["update/skipped"] = float(batch is None)
             metrics = self.log(episodes, trajectories, batch, stats, timer, cap)
             if cfg.logging.save_token_stats and batch is not None:
                 path = token_stats_path(self.run_dir, self.step)
                 write_token_stats(path, batch, kept, trajectories, cfg.algorithm.kl_estimator)
             if metrics["failed/frac"] < 1:  # an env outage says nothing about the policy
-                self.schedule.update(self.step - 1, metrics["success/mean"])  # over played episodes
+                self.update_schedules(self.step - 1, metrics["success/mean"])  # over played episodes
             self.check_health(trajectories, update_stats)
             if self.due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
                 self.save()
-            if self.due(cfg.eval.every):
-                metrics |= self.evaluate(f"eval/step_{self.step}")
+            if self.due(cfg.eval.every):  # on the validation items with data.val_fraction: keeps the best
+                metrics |= self.evaluate(f"eval/step_{self.step}", validation=cfg.data.val_fraction > 0)
         if cfg.eval.at_end:
             metrics |= self.evaluate("eval/final")
         self.monitor.close()
@@ -215,15 +220,35 @@ class RLTrainer(TrainingRun):
 
     # --- phases --------------------------------------------------------------------------
     def plan_episodes(self, step: int) -> list[Episode]:
-        """The step's items (seeded order, resumable cursor), `rollout.n` samples each, capped."""
-        items = self.sampler.next_batch(self.cfg.data.batch_size)
+        """The step's items (seeded order, resumable cursor; the curriculum's stage), `rollout.n`
+        samples each, capped in turns and (with `rollout.max_tokens_schedule`) tokens per turn."""
+        items = self.sampler.next_batch(self.cfg.data.batch_size, step)
         caps = self.schedule.group_caps(step, len(items))
+        tokens: list[int | None] = [None] * len(items)
+        self.plan_stats = self.sampler.stats(step)
+        if self.token_schedule is not None:
+            tokens = list(self.token_schedule.group_values(step, len(items)))
+            self.plan_stats["schedule/max_tokens"] = float(self.token_schedule.value(step))
         base = self.cfg.trainer.seed * 1_000_003 + step * len(items)
         return [
-            Episode(item, group_id=base + g, sample_index=k, seed=base + g, max_turns=caps[g])
+            Episode(
+                item,
+                group_id=base + g,
+                sample_index=k,
+                seed=base + g,
+                max_turns=caps[g],
+                max_tokens=tokens[g],
+            )
             for g, item in enumerate(items)
             for k in range(self.cfg.rollout.n)
         ]
+
+    def update_schedules(self, step: int, success_rate: float) -> None:
+        """After `step`: the turn and token schedules and the curriculum see its success rate."""
+        self.schedule.update(step, success_rate)
+        if self.token_schedule is not None:
+            self.token_schedule.update(step, success_rate)
+        self.sampler.update(step, success_rate)
 
     def advantages(
         self, batch: Batch | None, trajectories: list[Trajectory]
@@ -332,8 +357,17 @@ class RLTrainer(TrainingRun):
 
     # --- checkpoints ---------------------------------------------------------------------
     def trainer_state(self) -> dict[str, Any]:
-        return {"schedule": self.schedule.state_dict(), "data": self.sampler.state_dict()}
+        state = {"schedule": self.schedule.state_dict(), "data": self.sampler.state_dict()}
+        if self.token_schedule is not None:
+            state["token_schedule"] = self.token_schedule.state_dict()
+        return state
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         self.schedule.load_state_dict(state["schedule"])
         self.sampler.load_state_dict(state["data"])
+        if self.token_schedule is not None:
+            if "token_schedule" not in state:
+                raise ValueError(
+                    "the checkpoint was trained without rollout.max_tokens_schedule; this config has one"
+                )
+            self.token_schedule.load_state_dict(state["token_schedule"])

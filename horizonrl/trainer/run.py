@@ -7,7 +7,11 @@
   subclasses call it at the end of their `__init__`, once their own state exists, and keep that
   state in `trainer_state()` / `load_trainer_state()`;
 - `save()` writes checkpoint `step_N` (models, optimizers, `trainer_state()`, tokenizer);
-- `evaluate(name)` plays the eval split into `<run>/<name>/` as `horizonrl eval` would (`evaluate_policy`).
+- `evaluate(name)` plays the eval split into `<run>/<name>/` as `horizonrl eval` would (`evaluate_policy`);
+  `evaluate(name, validation=True)` (the periodic eval with `data.val_fraction > 0`) plays the
+  held-out validation items instead and keeps `checkpoints/best`, the model of the step with the
+  highest validation `eval/success` (ties: the earlier step), logged as `eval/best_step` /
+  `eval/best_success` and said on the console; `horizonrl eval --model RUN_DIR` evaluates it.
 
 Under torchrun (`resources.learner_world_size > 1`) every rank builds a `TrainingRun`: the learner
 is data-parallel, the rollout is split over the ranks (`sharded_rollout`), and only rank 0 writes
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sys
 import time
 from dataclasses import replace
@@ -31,7 +36,13 @@ from horizonrl.config import Config, LoggingConfig, to_yaml
 from horizonrl.distributed.launch import init_process_group, threads_per_rank, under_torchrun, world
 from horizonrl.distributed.parallel import SingleProcess, make_parallel
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
-from horizonrl.trainer.checkpoint import load_checkpoint, resolve_resume, save_checkpoint
+from horizonrl.trainer.checkpoint import (
+    load_checkpoint,
+    read_best,
+    resolve_resume,
+    save_best,
+    save_checkpoint,
+)
 from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.learner import Learner
@@ -89,9 +100,11 @@ def config_dict(cfg: Config) -> dict[str, Any]:
 
 
 def evaluate_policy(
-    cfg: Config, rollout: Rollout, out: Path, step: int, *, write: bool = True
+    cfg: Config, rollout: Rollout, out: Path, step: int, *, write: bool = True, validation: bool = False
 ) -> dict[str, Any]:
     """Play the `cfg.eval` items; writes `out/report.json`, `out/report.md`, `out/trajectories.jsonl`.
+    With `validation`, the held-out training items of `data.val_fraction` instead of `eval.split`
+    (with `eval.categories` and `eval.limit` per family; the report's split is `val`).
 
     The rules and the report are `horizonrl eval`'s: each family's eval turn cap unless
     `eval.max_turns` is given, every item reset with `eval.seed`, the engine built from `cfg.eval`
@@ -103,11 +116,15 @@ def evaluate_policy(
     from horizonrl.envs.registry import get_family
     from horizonrl.eval.metrics import eval_summary
     from horizonrl.eval.report import combine, write_report
-    from horizonrl.trainer.data import load_items
+    from horizonrl.trainer.data import load_items, validation_items
 
     e = cfg.eval
     families = e.families or cfg.data.families
-    items = load_items(families, e.split, categories=e.categories, limit=e.limit)
+    split = "val" if validation else e.split
+    if validation:
+        items = _validation_subset(cfg, validation_items(cfg.data))
+    else:
+        items = load_items(families, e.split, categories=e.categories, limit=e.limit)
     episodes = [
         Episode(item, group_id=g, sample_index=k, seed=e.seed, max_turns=e.turn_cap(parse_item_id(item)[0]))
         for g, item in enumerate(items)
@@ -118,12 +135,12 @@ def evaluate_policy(
     wall = time.perf_counter() - start
     if write:
         write_jsonl(out / "trajectories.jsonl", trajectories)
-    by_family: dict[str, list[Trajectory]] = {f: [] for f in families}
+    by_family: dict[str, list[Trajectory]] = {parse_item_id(i)[0]: [] for i in items}
     for traj in trajectories:
         by_family[parse_item_id(traj.item_id)[0]].append(traj)
     blocks = {f: eval_summary(trajs, get_family(f).categories) for f, trajs in by_family.items() if trajs}
     settings = {k: v for k, v in config_dict(cfg)["eval"].items() if k not in ("every", "at_end")}
-    report = combine(blocks, model=cfg.model.path, split=e.split, k=e.n, settings=settings)
+    report = combine(blocks, model=cfg.model.path, split=split, k=e.n, settings=settings)
     tokens = sum(sum(t.loss_mask) for t in trajectories)
     report["step"] = step
     report["timing"] = {
@@ -134,6 +151,28 @@ def evaluate_policy(
     if write:
         write_report(report, out)
     return report
+
+
+def _validation_subset(cfg: Config, items: list[str]) -> list[str]:
+    """The validation items the eval plays: `eval.categories` kept, the first `eval.limit` per family."""
+    from horizonrl.envs.core import parse_item_id
+    from horizonrl.envs.registry import family_of
+
+    e, kept, per_family = cfg.eval, [], dict[str, int]()
+    for item in items:
+        family = parse_item_id(item)[0]
+        if e.categories and family_of(item).category_of(item) not in e.categories:
+            continue
+        if e.limit is not None and per_family.get(family, 0) >= e.limit:
+            continue
+        per_family[family] = per_family.get(family, 0) + 1
+        kept.append(item)
+    if not kept:
+        raise ValueError(
+            f"no validation items: data.val_fraction={cfg.data.val_fraction} held out none of categories "
+            f"{e.categories} (eval.categories)"
+        )
+    return kept
 
 
 class TrainingRun:
@@ -161,6 +200,8 @@ class TrainingRun:
         self.step = 0
         """Steps completed; checkpoint `step_N` holds the state after N steps."""
         self._rollout = rollout
+        self.best: dict[str, Any] | None = None
+        """The best checkpoint's record (`checkpoints/best/best.json`), read by `resume`."""
         if self.is_main:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
             self.monitor = Monitor(self.run_dir, cfg.logging, config_dict(cfg))
@@ -189,6 +230,11 @@ class TrainingRun:
             self.load_trainer_state(state)
             self.say(f"resumed from {checkpoint} at step {self.step}")
         self.monitor.truncate_after(self.step)
+        self.best = read_best(self.run_dir)  # every rank reads it here, before anyone rewrites it
+        if self.best is not None and self.best["step"] > self.step:  # from steps to be redone
+            self.best = None
+            if self.is_main:
+                shutil.rmtree(self.run_dir / "checkpoints" / "best")
 
     def save(self) -> Path:
         return save_checkpoint(
@@ -224,15 +270,48 @@ class TrainingRun:
         rollout = self.rollout()
         return rollout.sync_weights() if isinstance(rollout, EngineRollout) else {}
 
-    def evaluate(self, name: str) -> dict[str, float]:
-        """Eval of `eval.split` (greedy by default) into `<run>/<name>/` (`evaluate_policy`)."""
-        self.say(f"eval {name}: {self.cfg.eval.split} split at temperature {self.cfg.eval.temperature:g}")
-        report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step, write=self.is_main)
+    def evaluate(self, name: str, *, validation: bool = False) -> dict[str, float]:
+        """Eval of `eval.split` (greedy by default) into `<run>/<name>/` (`evaluate_policy`); with
+        `validation`, of the held-out validation items, keeping the best checkpoint."""
+        split = "val" if validation else self.cfg.eval.split
+        self.say(f"eval {name}: {split} split at temperature {self.cfg.eval.temperature:g}")
+        report = evaluate_policy(
+            self.cfg,
+            self.rollout(),
+            self.run_dir / name,
+            self.step,
+            write=self.is_main,
+            validation=validation,
+        )
         wall = report["timing"]["wall_s"]
         self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n_items']} items ({wall} s)")
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
+        if validation:
+            metrics |= self.keep_best(name, report["success_rate"])
         self.monitor.log(self.step, metrics)
         return metrics
+
+    def keep_best(self, name: str, success: float) -> dict[str, float]:
+        """Make this step's model `checkpoints/best` if its validation success beats the best so far
+        (strictly: a tie keeps the earlier step; `resume` drops a best of steps it redoes). Returns
+        the best's metrics."""
+        best = self.best
+        if best is None or success > best["success"]:
+            best = self.best = {"step": self.step, "success": success, "eval": name}
+            save_best(
+                self.run_dir,
+                best,
+                model=self.learner.models()["model"],
+                tokenizer=self.learner.tokenizer,
+                parallel=self.parallel,
+                plain_model=self.learner.sampling_model(),
+            )
+            self.say(
+                f"best checkpoint: step {self.step} (validation success {success:.3f}) -> checkpoints/best"
+            )
+        else:
+            self.say(f"best checkpoint stays step {best['step']} (validation success {best['success']:.3f})")
+        return {"eval/best_step": float(best["step"]), "eval/best_success": float(best["success"])}
 
     # --- helpers -------------------------------------------------------------------------
     def due(self, every: int) -> bool:

@@ -1,8 +1,14 @@
-"""ScalingInter-RL: the turn cap of each training step's rollout.
+"""ScalingInter-RL: the turn cap of each training step's rollout, and other per-step schedules.
 
 The paper (AgentGym-RL, https://arxiv.org/abs/2509.08755) trains with a short interaction
 horizon first, so the agent learns to act before it learns to explore, and raises the cap in
 stages. A schedule only picks the number the rollout engine enforces (`max_turns`).
+
+A schedule is a schedule of an int: its `rounds` are any per-stage values. The same classes
+pick the turn cap (`schedule:`), the per-turn token cap (`rollout.max_tokens_schedule`,
+`schedule/max_tokens`) and the curriculum stage (`data.curriculum`, values 1..stages, see
+`horizonrl.trainer.data.CurriculumSampler`); `value` / `group_values` are the generic names of
+`max_turns` / `group_caps`.
 
     schedule = make_schedule(ScheduleConfig(type="stepwise", rounds=[2, 4, 6], every=1))
     schedule.max_turns(step)             # the stage's cap for 0-based `step`: 2, 4, 6, 6, ...
@@ -31,7 +37,7 @@ from horizonrl.config import ScheduleConfig
 
 
 class TurnSchedule:
-    """Base class: a fixed list of stage caps; subclasses decide the stage."""
+    """Base class: a fixed list of stage values; subclasses decide the stage."""
 
     def __init__(self, cfg: ScheduleConfig, seed: int = 0) -> None:
         self.cfg = cfg
@@ -42,13 +48,21 @@ class TurnSchedule:
         """Index into `rounds` of the stage that `step` (0-based) runs in."""
         return 0
 
-    def max_turns(self, step: int) -> int:
-        """The stage's cap at `step` (what `schedule/max_turns` logs)."""
+    def value(self, step: int) -> int:
+        """The stage's value at `step`."""
         return self.rounds[self.stage(step)]
 
+    def group_values(self, step: int, n_groups: int) -> list[int]:
+        """The value of each of the step's `n_groups` item groups (all samples of an item share it)."""
+        return [self.value(step)] * n_groups
+
+    def max_turns(self, step: int) -> int:
+        """The stage's cap at `step` (what `schedule/max_turns` logs)."""
+        return self.value(step)
+
     def group_caps(self, step: int, n_groups: int) -> list[int]:
-        """The cap of each of the step's `n_groups` item groups (all samples of an item share it)."""
-        return [self.max_turns(step)] * n_groups
+        """The cap of each of the step's `n_groups` item groups."""
+        return self.group_values(step, n_groups)
 
     def update(self, step: int, success_rate: float) -> None:  # noqa: B027 (stateless by default)
         """Record the success rate measured at `step` (after its rollout)."""
@@ -58,8 +72,9 @@ class TurnSchedule:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if list(state.get("rounds", self.rounds)) != self.rounds:
+            where = self.cfg.key_prefix.rstrip(".")
             raise ValueError(
-                f"checkpoint's schedule rounds {state['rounds']} differ from the config's {self.rounds}"
+                f"checkpoint's {where} rounds {state['rounds']} differ from the config's {self.rounds}"
             )
 
 
@@ -77,7 +92,7 @@ class StepwiseSchedule(TurnSchedule):
 class MixedSchedule(StepwiseSchedule):
     """Stepwise, with a seeded `mixed_fraction` of each step's groups on the next stage's cap."""
 
-    def group_caps(self, step: int, n_groups: int) -> list[int]:
+    def group_values(self, step: int, n_groups: int) -> list[int]:
         stage = self.stage(step)
         caps = [self.rounds[stage]] * n_groups
         if stage + 1 < len(self.rounds):

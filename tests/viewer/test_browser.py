@@ -188,6 +188,10 @@ def test_compare_overlays_runs_by_step_and_by_sampled_tokens(page, tmp_path):
     assert main.locator("circle.dot").count() == 3 + 2
     caps = page.locator(".compare-charts figure[data-metric='schedule/max_turns'] polyline.step")
     assert caps.count() == 2
+    stage = page.locator(
+        ".compare-charts figure[data-metric='curriculum/stage'] polyline.step[data-series='fixed']"
+    )
+    assert len(stage.get_attribute("points").split()) == 3  # the curriculum's stage 1 -> 2: one riser
     by_step = main.locator("text.tick.x").all_text_contents()
     page.select_option("select.x-axis", "tokens")
     page.wait_for_function(  # the page is redrawn with the new axis

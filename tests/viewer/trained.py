@@ -4,8 +4,8 @@
   the expert's plan (sample 0 of each group follows it, sample 1 checks its inventory from turn
   2 on: groups with reward variance that first differ at turn 2), stepwise caps 3 -> 4, a final
   eval; the update's token stats saved.
-- `fixed`: the same items sampled by the tiny model itself (hf backend: rollout and learner
-  logprobs agree), a fixed cap of 2, token stats saved.
+- `fixed`: TextCraft items sampled by the tiny model itself (hf backend: rollout and learner
+  logprobs agree), a fixed cap of 2, a curriculum (depth 1, then depth 1-2), token stats saved.
 - `babyai`: one step of BabyAI with a scripted backend (the env's `info["grid"]` is kept).
 """
 
@@ -90,7 +90,9 @@ def write_runs(root: Path) -> Path:
     _scripted(RLTrainer(stepwise), textcraft_reply).fit()
     fixed = _config(
         root / "fixed",
-        *textcraft,
+        "data.families=[textcraft]",
+        "data.curriculum.stages=[{categories: [depth 1]}, {categories: [depth 1, depth 2]}]",
+        "data.curriculum.every=1",
         "trainer.total_steps=2",
         "schedule.type=fixed",
         "schedule.rounds=[2]",

@@ -5,7 +5,10 @@
 
 const view = document.getElementById("view");
 const CHARTS = ["reward/mean", "success/mean", "score/mean", "turns/mean", "schedule/max_turns",
-  "kl/mean", "loss/policy", "eval/success"];
+  "curriculum/stage", "schedule/max_tokens", "kl/mean", "loss/policy", "eval/success"];
+// Per-step schedules (turn cap, curriculum stage, token cap): the compare page draws them as step
+// lines under the chosen metric.
+const SCHEDULES = ["schedule/max_turns", "curriculum/stage", "schedule/max_tokens"];
 const REPORT_COLS = [["n_items", "items"], ["n", "n"], ["success_rate", "success %", pct],
   ["mean_score", "mean score", num], ["avg_at_k", "avg@k %", pct], ["pass_at_k", "pass@k %", pct],
   ["mean_turns", "mean turns", num], ["n_failed", "failed"]];

@@ -5,7 +5,7 @@ const PALETTE = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#e16f24
 // Metrics that are fractions: their y-axis is [0, 1] (widened only if a value falls outside).
 const RATE = /(^|\/)(success|score|frac|rate|pass_at_k|avg_at_k)(\/|$)|_frac$|_rate$/;
 const isRate = (name) => RATE.test(name);
-const isStepMetric = (name) => name.startsWith("schedule/");  // a cap holds until the next step
+const isStepMetric = (name) => name.startsWith("schedule/") || name === "curriculum/stage";  // holds until the next step
 
 function yRange(ys, name) {
   let [y0, y1] = [Math.min(...ys), Math.max(...ys)];

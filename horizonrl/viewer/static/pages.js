@@ -39,13 +39,15 @@ async function showCompare(params) {
     const series = (name) => chosen.map((id, k) => ({ label: id, xs: xsOf(metrics[k], by), ys: metrics[k].series[name] || [] }));
     const xLabel = by === "tokens" ? "sampled tokens" : "step";
     const parts = metric ? [chart(metric, series(metric), { width: 720, height: 300, xLabel, legend: true })] : [];
-    if (metric !== "schedule/max_turns" && names.includes("schedule/max_turns")) {
-      parts.push(chart("schedule/max_turns", series("schedule/max_turns"), { width: 720, height: 160, xLabel, legend: true }));
+    for (const name of SCHEDULES) {
+      if (metric !== name && names.includes(name)) {
+        parts.push(chart(name, series(name), { width: 720, height: 160, xLabel, legend: true }));
+      }
     }
     charts.replaceChildren(...parts);
   };
   draw();
-  const parts = [h("h1", {}, "Compare runs"), h("p", { class: "muted" }, "Choose runs, a metric and the x-axis; the turn cap (schedule/max_turns) is drawn below as a step line."),
+  const parts = [h("h1", {}, "Compare runs"), h("p", { class: "muted" }, "Choose runs, a metric and the x-axis; the turn cap (schedule/max_turns), curriculum stage (curriculum/stage) and token cap (schedule/max_tokens) are drawn below as step lines."),
     pickRuns, h("div", { class: "filters" }, pickMetric, pickX), chosen.length ? charts : h("p", { class: "muted" }, "No run chosen yet.")];
   parts.push(...evalComparison(reports.reports, chosen, params, go));
   view.replaceChildren(...parts);
