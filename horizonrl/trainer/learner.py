@@ -16,7 +16,10 @@ mini-batch, weighted so the loss equals the mini-batch loss under the chosen agg
 Which distribution each RL logprob is under (T = `cfg.logprob_temperature`, by default the
 rollout's sampling temperature; top-k/top-p never applied):
 
-    rollout_logprobs  pi_behaviour(a|s) = softmax(logits_old / T)   the rollout backend, as sampled
+    rollout_logprobs  pi_behaviour(a|s) = softmax(logits_beh / T)   the rollout backend, as sampled:
+                                                                    the weights of the trajectory's
+                                                                    `policy_version` (the last update's
+                                                                    unless rollout.max_staleness > 0)
     old_logprobs      pi_old(a|s)       = softmax(logits_old / T)   this learner, weights before the
                                                                     update, learner precision (or the
                                                                     rollout's when not recomputed)
@@ -24,6 +27,8 @@ rollout's sampling temperature; top-k/top-p never applied):
     ref_logprobs      pi_ref(a|s)       = softmax(logits_ref / T)   the frozen initial weights
 
     ratio = pi_theta / pi_old  (exactly 1 on the first pass: same weights, shapes and precision)
+    with rollout.max_staleness > 0 each advantage is also weighted by min(pi_old / pi_behaviour,
+    algorithm.behaviour_is_cap): decoupled PPO, pi_old being the proximal policy
     KL    = estimate of KL(pi_theta || pi_ref) per sampled token
 
 `score` runs the same micro-batches (rows sorted by length, `trainer.micro_batch_size` each) as
@@ -51,6 +56,7 @@ from horizonrl.algos.advantages import get_estimator
 from horizonrl.algos.losses import (
     PolicyLossParams,
     aggregate,
+    behaviour_weights,
     entropy_from_logits,
     get_policy_loss,
     kl_loss,
@@ -314,6 +320,13 @@ class Learner:
         """PPO epochs over the batch; returns mean statistics (losses, kl, entropy, clip, grad norm)."""
         a, t = self.cfg.algorithm, self.cfg.trainer
         assert batch.advantages is not None and batch.old_logprobs is not None
+        behaviour: dict[str, float] = {}
+        if self.cfg.rollout.max_staleness > 0:  # decoupled PPO: rollouts from older weights
+            weights, w_stats = behaviour_weights(
+                batch.old_logprobs, batch.rollout_logprobs, batch.loss_mask, a.behaviour_is_cap
+            )
+            batch = batch.with_(advantages=batch.advantages * weights)
+            behaviour = {f"behaviour_is/{name}": float(value) for name, value in w_stats.items()}
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
 
@@ -390,7 +403,7 @@ class Learner:
         out["update/nonfinite_frac"] = nonfinite / max(1, optimizer_steps)
         out["ratio/max_dev"] = ratio_dev
         out["ratio/first_pass_max_dev"] = first_dev
-        return out
+        return out | behaviour
 
     def skip_update(self) -> None:
         """A step with nothing to train on: no optimizer step, but the LR schedule advances so
