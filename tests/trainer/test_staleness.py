@@ -77,6 +77,7 @@ def _metrics(path):
     return [{k: v for k, v in row.items() if not k.startswith(TIMING)} for row in rows]
 
 
+@pytest.mark.timeout(1200)  # ~2 min of CPU; on the shared 2-core machine under load, ~8 min wall
 def test_one_step_stale_rollouts_train_and_record_versions(tmp_path):
     trainer = RLTrainer(_config(tmp_path, "rollout.max_staleness=1"))
     before = {k: v.clone() for k, v in trainer.learner.actor.state_dict().items()}
@@ -95,6 +96,7 @@ def test_one_step_stale_rollouts_train_and_record_versions(tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
+@pytest.mark.timeout(1200)
 def test_zero_staleness_through_the_background_copy_is_the_synchronous_loop(tmp_path):
     inline = RLTrainer(_config(tmp_path / "a", "trainer.total_steps=1"))
     inline.fit()
