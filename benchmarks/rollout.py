@@ -197,6 +197,9 @@ def run_engine(backend: Any, engine: str, items: list[str], args: argparse.Names
         "turns": sum(t.num_turns for t in trajs),
         "env_steps": sum(t.num_turns - t.meta["parse_errors"] for t in trajs),
         "generate_calls": backend.stats.calls,
+        # lock-step: wall-clock seconds of generation / env steps; async: summed over episodes
+        "generate_s": rollout.stats.generate_seconds,
+        "env_s": rollout.stats.env_seconds,
         "failed": sum(t.failed for t in trajs),
         "token_ids": [t.token_ids for t in trajs],
     }

@@ -193,9 +193,15 @@ class RolloutConfig(RolloutSettings):
     max_tokens_schedule: TokenScheduleConfig | None = None
     """The per-turn token cap by training step (`TokenScheduleConfig`: a schedule like `schedule:`,
     its `rounds` token caps, e.g. `{type: stepwise, rounds: [64, 256], every: 10}`); None: `max_tokens`."""
+    max_staleness: int = 0
+    """k: the rollouts of steps s+1..s+k may run (in a background thread, on a copy of the weights)
+    while step s trains, so a trajectory may come from weights up to k updates old; the update then
+    corrects with decoupled PPO (`algorithm.behaviour_is_cap`). 0: the synchronous loop, each step's
+    rollout with the weights of the last update (docs/rollout.md, "Staleness")."""
 
     def __post_init__(self) -> None:
         _settings_checked(super().__post_init__)
+        _check(self.max_staleness >= 0, f"rollout.max_staleness must be >= 0, got {self.max_staleness}")
         _one_of("rollout.dtype", self.dtype, ("float32", "bfloat16"))
         _one_of("rollout.backend", self.backend, ("hf", "vllm"))
         _one_of("rollout.engine", self.engine, tuple(ENGINES))
@@ -267,6 +273,10 @@ class AlgorithmConfig:
     """Recompute `old_logprobs` with the learner before the update (exact ratio 1 on the first
     pass); False uses the rollout's logprobs (saves a forward pass; only allowed when the rollout
     computes exactly what the learner does: fp32 sampling and `model.bf16=false`)."""
+    behaviour_is_cap: float = 5.0
+    """With `rollout.max_staleness > 0` (decoupled PPO): each sampled token's advantage is weighted
+    by `min(pi_old / pi_behaviour, behaviour_is_cap)`, the recomputed (proximal) policy over the
+    stale one that sampled it; the PPO ratio is clipped against `pi_old` as usual."""
     logprob_temperature: str = "rollout"
     """T of the distribution `softmax(logits / T)` that every logprob of the update is under
     (rollout, old, reference; also the entropy): `rollout` = `rollout.temperature`, the policy
@@ -752,6 +762,21 @@ class Config:
             self.rollout.backend != "vllm" or self.resources.learner_world_size == 1,
             "rollout.backend=vllm runs one local engine beside a one-process learner for now; set "
             "resources.learner_world_size=1 (a distributed learner generates with rollout.backend=hf)",
+        )
+        _check(
+            self.rollout.max_staleness == 0
+            or (
+                self.rollout.backend == "hf"
+                and self.resources.learner_world_size == 1
+                and self.algorithm.recompute_old_logprobs
+            ),
+            "rollout.max_staleness > 0 runs the rollouts ahead on a copy of the weights with "
+            "rollout.backend=hf in a one-process learner (resources.learner_world_size=1), and needs "
+            "algorithm.recompute_old_logprobs=true (the proximal policy of decoupled PPO)",
+        )
+        _check(
+            self.algorithm.behaviour_is_cap >= 1,
+            f"algorithm.behaviour_is_cap must be >= 1, got {self.algorithm.behaviour_is_cap}",
         )
         _check(
             self.rollout.dtype == "float32" or self.algorithm.recompute_old_logprobs,

@@ -142,6 +142,32 @@ def ppo_policy_loss(
     return aggregate(loss, loss_mask, params.agg), stats
 
 
+def behaviour_weights(
+    old_logprobs: Tensor, behaviour_logprobs: Tensor, loss_mask: Tensor, cap: float
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Decoupled PPO's per-token weight `min(pi_old / pi_behaviour, cap)`, `(B, T)`, 0 off the mask.
+
+    `old_logprobs` are the proximal policy's (the learner's weights at the update's start),
+    `behaviour_logprobs` those of the stale weights that sampled the tokens, both under the same
+    distribution. Multiplying a token's advantage by this weight and then taking `ppo_policy_loss`
+    against `old_logprobs` is the decoupled objective
+
+        l = w * max(-A * r, -A * clip(r, 1 - eps_low, 1 + eps_high)),  r = pi_theta / pi_old
+
+    (w > 0 and detached, so it factors out of the max and the dual clip). Hilton et al. 2021,
+    https://arxiv.org/abs/2110.00641; AReaL (Fu et al. 2025) masks tokens above the cap instead of
+    truncating them. Stats: `mean` weight and `truncated_frac` (share of tokens at the cap).
+    """
+    m = loss_mask.to(old_logprobs.dtype)
+    raw = torch.exp((old_logprobs - behaviour_logprobs).clamp(-20.0, 20.0))
+    weights = raw.clamp(max=cap) * m
+    stats = {
+        "mean": _token_mean(weights, loss_mask).detach(),
+        "truncated_frac": _token_mean((raw > cap).float(), loss_mask).detach(),
+    }
+    return weights.detach(), stats
+
+
 POLICY_LOSSES: dict[str, PolicyLossFn] = {"ppo": ppo_policy_loss}
 """Policy losses by name (`algorithm.policy_loss`), all `PolicyLossFn`."""
 

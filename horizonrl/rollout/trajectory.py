@@ -81,6 +81,9 @@ class Trajectory:
     group_id: int = 0
     """Samples of the same item in one batch share a group id (GRPO / RLOO)."""
     sample_index: int = 0
+    policy_version: int | None = None
+    """Training steps whose update the sampling weights include (the learner's step when they were
+    copied); a trainer rollout of step s has `s - policy_version` <= `rollout.max_staleness`."""
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -6,6 +6,8 @@ One step, as the named phases of `RLTrainer.fit()`:
                `horizonrl.trainer.weight_sync`; hf: shared module, or a bf16 copy refreshed)
 1. rollout     take `data.batch_size` items, `rollout.n` samples each, under the schedule's turn
                cap(s); play them in the envs with the current policy -> `Trajectory` objects
+               (with `rollout.max_staleness: k`, played up to k steps ahead on a copy of the
+               weights: `horizonrl.trainer.producer`)
 2. score       pad them into tensors; old logprobs (learner), reference logprobs, critic values
 3. advantages  place rewards on sampled tokens (outcome on the last sampled token), optional KL
                penalty, then the configured estimator (one signature for all of them)
@@ -39,8 +41,10 @@ from horizonrl.config import Config
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 from horizonrl.trainer.batch import Batch, collate, turn_steps
 from horizonrl.trainer.data import make_item_sampler
+from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
+from horizonrl.trainer.producer import RolloutProducer
 from horizonrl.trainer.run import TrainingRun
 from horizonrl.trainer.schedule import make_schedule
 from horizonrl.trainer.token_stats import token_stats_path, write_token_stats
@@ -168,8 +172,9 @@ class RLTrainer(TrainingRun):
         tokens = cfg.rollout.max_tokens_schedule
         self.token_schedule = None if tokens is None else make_schedule(tokens, seed=cfg.trainer.seed)
         """`rollout.max_tokens_schedule`: the per-turn token cap by step (None: `rollout.max_tokens`)."""
-        self.plan_stats: dict[str, float] = {}
-        """What `plan_episodes` drew for the step (`curriculum/stage`, `schedule/max_tokens`), logged."""
+        self.plan_stats: dict[int, dict[str, float]] = {}
+        """What `plan_episodes` drew per step (`curriculum/stage`, `schedule/max_tokens`), logged with
+        that step; keyed by step since, with `rollout.max_staleness`, steps are planned k steps early."""
         self.failed_streak = 0
         """Consecutive steps in which every episode failed (env outage)."""
         self.nonfinite_streak = 0
@@ -180,16 +185,14 @@ class RLTrainer(TrainingRun):
     def fit(self) -> dict[str, float]:
         """Train until `trainer.total_steps`; returns the last step's metrics."""
         cfg, metrics = self.cfg, {}
-        rollout = self.rollout()
+        producer = self.producer()
         while self.step < cfg.trainer.total_steps:
             timer = PhaseTimer()
             with timer("step"):
                 with timer("weight_sync"):
                     sync_stats = self.sync_rollout()
-                with timer("rollout"):
-                    cap = self.schedule.max_turns(self.step)  # before `update` may advance it
-                    episodes = self.plan_episodes(self.step)
-                    trajectories = rollout(episodes, step=self.step)
+                with timer("rollout"):  # the producer plans the step (and, with staleness, later ones)
+                    cap, episodes, trajectories, rollout_stats = producer.take(self.step)
                 with timer("score"):
                     kept, select_stats = select_for_update(trajectories, cfg)
                     batch = self.learner.score(collate(kept)) if kept else None
@@ -200,7 +203,8 @@ class RLTrainer(TrainingRun):
                     if batch is None:
                         self.learner.skip_update()
             self.step += 1
-            stats = {**self.plan_stats, **sync_stats, **select_stats, **adv_stats, **update_stats}
+            plan_stats = self.plan_stats.pop(self.step - 1, {})
+            stats = {**plan_stats, **sync_stats, **rollout_stats, **select_stats, **adv_stats, **update_stats}
             stats["update/skipped"] = float(batch is None)
             metrics = self.log(episodes, trajectories, batch, stats, timer, cap)
             if cfg.logging.save_token_stats and batch is not None:
@@ -213,22 +217,41 @@ class RLTrainer(TrainingRun):
                 self.save()
             if self.due(cfg.eval.every):  # on the validation items with data.val_fraction: keeps the best
                 metrics |= self.evaluate(f"eval/step_{self.step}", validation=cfg.data.val_fraction > 0)
+        producer.close()
         if cfg.eval.at_end:
             metrics |= self.evaluate("eval/final")
         self.monitor.close()
         return metrics
 
     # --- phases --------------------------------------------------------------------------
+    def producer(self) -> RolloutProducer:
+        """The rollout phase (`horizonrl.trainer.producer`): synchronous, or `rollout.max_staleness`
+        steps ahead on a copy of the weights."""
+        rollout = self.rollout()
+        if self.cfg.rollout.max_staleness > 0 and not isinstance(rollout, EngineRollout):
+            raise ValueError(
+                "rollout.max_staleness > 0 plays on a copy of the weights with the trainer's own "
+                "engine rollout; a rollout given to the trainer keeps its own weights"
+            )
+
+        def plan(step: int) -> tuple[int, list[Episode]]:
+            return self.schedule.max_turns(step), self.plan_episodes(step)  # cap: before `update`
+
+        learner = self.learner
+        return RolloutProducer(
+            self.cfg, rollout, plan, learner.sampling_model(), learner.tokenizer, self.env_urls
+        )
+
     def plan_episodes(self, step: int) -> list[Episode]:
         """The step's items (seeded order, resumable cursor; the curriculum's stage), `rollout.n`
         samples each, capped in turns and (with `rollout.max_tokens_schedule`) tokens per turn."""
         items = self.sampler.next_batch(self.cfg.data.batch_size, step)
         caps = self.schedule.group_caps(step, len(items))
         tokens: list[int | None] = [None] * len(items)
-        self.plan_stats = self.sampler.stats(step)
+        self.plan_stats[step] = self.sampler.stats(step)
         if self.token_schedule is not None:
             tokens = list(self.token_schedule.group_values(step, len(items)))
-            self.plan_stats["schedule/max_tokens"] = float(self.token_schedule.value(step))
+            self.plan_stats[step]["schedule/max_tokens"] = float(self.token_schedule.value(step))
         base = self.cfg.trainer.seed * 1_000_003 + step * len(items)
         return [
             Episode(
