@@ -168,9 +168,14 @@ class SupervisedRun(TrainingRun):
         self.trained_seconds = float(state.get("seconds", 0.0))
 
     def out_of_time(self) -> bool:
-        """`sft.max_seconds` is set and the training steps have used it up."""
+        """`sft.max_seconds` is set and the steps have used it up: one more step, at the mean step
+        time so far, would end further past the budget than stopping now ends short of it (the
+        first step always runs)."""
         budget = self.cfg.sft.max_seconds
-        return budget is not None and self.trained_seconds >= budget
+        if budget is None or self.step == 0:
+            return False
+        mean_step = self.trained_seconds / self.step
+        return self.trained_seconds + mean_step / 2 >= budget
 
     # --- the loop ------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
