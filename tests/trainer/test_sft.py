@@ -165,6 +165,7 @@ def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys)
         f"data.train_files=[{path}]",
         f"trainer.output_dir={run}",
         "sft.warmup_steps=1",
+        "sft.eval_before=true",  # off in the quickstart; the table shows the zero-shot row when on
         "sft.batch_size=2",
         "sft.max_length=300",
         "trainer.total_steps=1",
