@@ -22,6 +22,9 @@ number of steps with the turn cap fixed at the stepwise schedule's first cap (fi
 last cap (fixed-long), and stepwise; each ends with the same greedy eval. `--stepwise-run DIR`
 reuses a finished stepwise run (the recipe's `<out>/quickstart/rl`) instead of training it again.
 
+The multi-seed comparison of arms with intervals and the equal-compute SFT baseline is
+`benchmarks/protocol.py` (docs/training.md, "Measuring learning").
+
 `control`: the quickstart's GRPO phase from `--sft-model` with every GRPO advantage sign-flipped
 (same items, caps, seeds). If the real run's gain comes from the reward signal, this one loses.
 """

@@ -584,9 +584,18 @@ class SFTConfig:
     """Longer tokenized conversations are cut to this many tokens."""
     eval_before: bool = False
     """Evaluate the initial model before the first step (`<run>/eval/initial`)."""
+    max_seconds: float | None = None
+    """SFT / DPO runs: stop once the training steps took this many seconds in all (the steps' own
+    time, as `time/step` logs it: no model load, checkpoint or eval; counted across resumes), or at
+    `trainer.total_steps`, whichever comes first. None: steps only. The equal-compute baseline of
+    `benchmarks/protocol.py` (SFT for the wall time of an RL phase)."""
 
     def __post_init__(self) -> None:
         _check(self.warmup_steps >= 0, "sft.warmup_steps must be >= 0")
+        _check(
+            self.max_seconds is None or self.max_seconds > 0,
+            f"sft.max_seconds must be > 0 when set, got {self.max_seconds}",
+        )
         _check(self.batch_size is None or self.batch_size >= 1, "sft.batch_size must be >= 1 when set")
         _check(self.max_length >= 2, "sft.max_length must be >= 2")
 

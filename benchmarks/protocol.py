@@ -1,0 +1,409 @@
+"""The learning protocol: every arm from one SFT checkpoint, several seeds, intervals and curves.
+
+    python benchmarks/protocol.py --sft-model DIR --arms sft,sft-equal,grpo --seeds 0,1,2 \\
+        --steps 4 --eval-limit 24 --out runs/protocol [dotted.key=value ...]
+    python benchmarks/protocol.py --list-arms
+    python benchmarks/protocol.py --out runs/protocol --report-only        # tables + plots again
+
+Every arm starts from the same SFT checkpoint: `--sft-model DIR`, or one the protocol trains
+first (`--sft-steps` SFT steps of the base config on the expert demos of every family in
+`--families`, into `<out>/sft_base`). Each arm is a named list of config overrides on top of the
+base config (`--config`, default the quickstart's) and the protocol's own settings (`base_overrides`);
+the arms are the `ARMS` table below:
+
+- `sft`: the SFT checkpoint as it is (evaluated once: a greedy eval of one fixed checkpoint does not
+  depend on a training seed, so its spread over seeds is 0 by construction and its interval is over
+  items only);
+- `sft-equal`: the equal-compute baseline, SFT continued from the checkpoint on the same demos for
+  as long as the `--budget-arm` (default `grpo`) RL phase of the same seed trained (the sum of its
+  `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first;
+- RL arms: GRPO; GRPO + turn-level credit (GiGPO), + the invalid-action penalty; and the turn-cap
+  arms on a horizon-demanding subset (TextCraft depth 2-3 for training): fixed-short, fixed-long,
+  stepwise and adaptive caps over `--caps` (default 3,6,10). Arms whose feature is not in this
+  checkout stop the protocol before anything runs, naming the arm and the config error.
+
+Every arm ends with the same greedy eval (`eval:` of the base config, with `--eval-limit` items per
+family; None = all: the 70 depth 1-2 TextCraft test items, the 20 BabyAI GoTo/Pickup ones). Per arm
+and family the report gives the mean success over seeds, its spread (min-max and std over seeds), a
+two-way bootstrap 95% interval (items and seeds resampled, `protocol_stats`), per-category means,
+and the difference to the equal-compute baseline with its paired interval. Written to
+`<out>/protocol.md` and `<out>/protocol.json`, and the learning curves to `<out>/curves.png`
+(`--results NAME` also copies them to `benchmarks/results/NAME.{md,json,png}`).
+
+Layout and resuming: each arm x seed is a training run in `<out>/<arm>/seed_<s>/` (the `sft` arm in
+`<out>/sft/`) with a `result.json` once its eval is done; a rerun skips every arm x seed that has
+one, so the protocol can run in pieces (`--arms`, `--seeds`) and on another machine (copy `<out>`).
+An interrupted arm x seed starts over (only the final checkpoint is saved, `trainer.save_every=0`);
+its optimizer state is deleted once its result is written (`--keep-optimizer` keeps it).
+`horizonrl view <out>` shows the runs; the run list's "Compare selected runs" overlays any of
+them (`#/compare?runs=grpo~seed_0,sft-equal~seed_0`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
+
+from benchmarks.protocol_report import write_report  # noqa: E402
+from horizonrl.config import Config, ConfigError, load_config  # noqa: E402
+
+FAMILY_CATEGORIES = {"textcraft": ["depth 1", "depth 2"], "babyai": ["GoTo", "Pickup"]}
+"""The protocol's train and eval categories per family (the issue's eval sets)."""
+HORIZON = ("data.families=[textcraft]", "data.categories=[depth 2, depth 3]")
+"""The cap arms train on the horizon-demanding TextCraft subset; their eval is everyone's."""
+DEMO_LIMIT = {"babyai": 400}
+"""Expert demos per family when the protocol makes them (the first N train items; BabyAI's first
+400 hold 10 seeds of every level, 160 of them GoTo/Pickup). TextCraft: the whole train split."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    kind: str
+    """`eval` (the checkpoint as is), `sft` (continued SFT, equal compute) or `rl`."""
+    overrides: tuple[str, ...]
+    label: str
+    needs: str = ""
+    """The feature the arm needs, named when its config does not load."""
+
+
+ARMS = {
+    a.name: a
+    for a in [
+        Arm("sft", "eval", (), "SFT only"),
+        Arm("sft-equal", "sft", (), "SFT continued, equal compute"),
+        Arm("grpo", "rl", (), "GRPO (base schedule)"),
+        Arm(
+            "grpo-turn",
+            "rl",
+            ("algorithm.adv_estimator=gigpo",),
+            "GRPO + turn-level credit (GiGPO)",
+            "algorithm.adv_estimator=gigpo (turn-level credit, issue 18)",
+        ),
+        Arm(
+            "grpo-penalty",
+            "rl",
+            ("algorithm.invalid_action_penalty=0.1",),
+            "GRPO + invalid-action penalty 0.1",
+            "algorithm.invalid_action_penalty (issue 18)",
+        ),
+        Arm("cap-short", "rl", (*HORIZON, "schedule.type=fixed", "schedule.rounds=[{short}]"), "fixed-short"),
+        Arm("cap-long", "rl", (*HORIZON, "schedule.type=fixed", "schedule.rounds=[{long}]"), "fixed-long"),
+        Arm(
+            "cap-long-ctx",
+            "rl",
+            (*HORIZON, "schedule.type=fixed", "schedule.rounds=[{long}]", "agent.context.max_turns_kept=4"),
+            "fixed-long, context: last 4 turns",
+            "agent.context.max_turns_kept (bounded context, issue 18)",
+        ),
+        Arm(
+            "cap-stepwise",
+            "rl",
+            (*HORIZON, "schedule.type=stepwise", "schedule.rounds=[{caps}]", "schedule.every={stage}"),
+            "stepwise caps",
+        ),
+        Arm(
+            "cap-adaptive",
+            "rl",
+            (
+                *HORIZON,
+                "schedule.type=adaptive",
+                "schedule.rounds=[{caps}]",
+                "schedule.every={stage}",
+                "schedule.window={stage}",
+            ),
+            "adaptive caps",
+        ),
+    ]
+}
+
+
+def arm_overrides(arm: Arm, caps: list[int], steps: int) -> list[str]:
+    """The arm's overrides with its placeholders filled: `{caps}`, `{short}`, `{long}`, and
+    `{stage}` (steps per stage of a stepwise/adaptive schedule: a third of the steps, at least 1)."""
+    fill = {
+        "caps": ",".join(map(str, caps)),
+        "short": str(caps[0]),
+        "long": str(caps[-1]),
+        "stage": str(max(1, steps // len(caps))),
+    }
+    return [o.format(**fill) for o in arm.overrides]
+
+
+def base_overrides(args: argparse.Namespace, sft_model: str) -> list[str]:
+    """The protocol's settings shared by every arm (the user's dotted overrides come last)."""
+    fams = args.families
+    cats = [c for f in fams for c in FAMILY_CATEGORIES.get(f, [])]
+    return [
+        f"model.path={sft_model}",
+        "sft.warmup_steps=0",
+        "sft.eval_before=false",
+        "data.train_files=[]",
+        f"data.families=[{', '.join(fams)}]",
+        f"data.categories=[{', '.join(cats)}]",
+        f"eval.families=[{', '.join(fams)}]",
+        f"eval.categories=[{', '.join(cats)}]",
+        f"eval.limit={args.eval_limit if args.eval_limit else 'null'}",
+        "eval.at_end=true",
+        f"eval.every={args.eval_every}",
+        f"trainer.total_steps={args.steps}",
+        "trainer.save_every=0",
+        "logging.tensorboard=false",
+        *args.overrides,
+    ]
+
+
+def demo_files(args: argparse.Namespace) -> list[str]:
+    """Expert demos of each family (`<demos>/<family>_train.jsonl`), made when missing."""
+    from horizonrl.envs.registry import get_family
+    from horizonrl.eval.solve import solve_split
+
+    out = []
+    for family in args.families:
+        path = Path(args.demos) / f"{family}_train.jsonl"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            print(f"[protocol] expert demos -> {path}", file=sys.stderr, flush=True)
+            solve_split(get_family(family), "train", limit=DEMO_LIMIT.get(family), out=path)
+        out.append(str(path))
+    return out
+
+
+def sft_run_overrides(cfg: Config, demos: list[str]) -> list[str]:
+    """An SFT run with the base config's SFT settings (lr, batch) on `demos`."""
+    s = cfg.sft
+    return [
+        "algorithm.name=sft",
+        f"data.train_files=[{', '.join(demos)}]",
+        f"trainer.lr={s.lr or cfg.trainer.lr}",
+    ]
+
+
+def load(config: str, overrides: list[str], arm: str, needs: str = "") -> Config:
+    try:
+        return load_config(config, overrides)
+    except (ConfigError, ValueError) as exc:
+        hint = f"; it needs {needs}, which this checkout lacks" if needs else ""
+        raise SystemExit(f"protocol: arm {arm!r} does not load{hint}: {exc}") from None
+
+
+def run_training(cfg: Config) -> float:
+    """Run the workflow of `cfg` in this process (`horizonrl train`); its wall seconds."""
+    from horizonrl.trainer.main import run
+
+    start = time.perf_counter()
+    run(cfg)
+    gc.collect()
+    return time.perf_counter() - start
+
+
+def metric_rows(run: Path) -> list[dict[str, Any]]:
+    path = run / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+
+
+def step_seconds(run: Path) -> float:
+    """Seconds of a run's training steps (the sum of `time/step`: what `sft.max_seconds` counts)."""
+    return float(sum(r.get("time/step") or 0.0 for r in metric_rows(run)))
+
+
+def eval_outcomes(run: Path) -> tuple[dict[str, float], dict[str, str]]:
+    """Item id -> success (0/1) and item id -> category of a run's final eval."""
+    from horizonrl.rollout.trajectory import read_jsonl
+
+    trajs = read_jsonl(run / "eval" / "final" / "trajectories.jsonl")
+    return {t.item_id: float(t.success) for t in trajs}, {t.item_id: t.category for t in trajs}
+
+
+def record(run: Path, arm: Arm, seed: int | None, overrides: list[str], wall: float, extra: dict) -> dict:
+    """Write `run/result.json`: the eval outcomes, step time, sampled tokens, curve and command."""
+    items, cats = eval_outcomes(run)
+    rows = metric_rows(run)
+    result = {
+        "arm": arm.name,
+        "label": arm.label,
+        "kind": arm.kind,
+        "seed": seed,
+        "items": items,
+        "categories": cats,
+        "step_seconds": step_seconds(run),
+        "steps": sum(1 for r in rows if "time/step" in r),
+        "sampled_tokens": sum(r.get("sampled_tokens/total", 0.0) for r in rows),
+        "metrics": rows,
+        "wall_s": round(wall, 1),
+        "load_avg": round(os.getloadavg()[0], 2),
+        "overrides": overrides,
+        **extra,
+    }
+    (run / "result.json").write_text(json.dumps(result))
+    return result
+
+
+def drop_optimizer(run: Path) -> None:
+    for path in (run / "checkpoints").glob("step_*/optimizer.pt"):
+        path.unlink()
+
+
+def train_sft_base(args: argparse.Namespace, demos: list[str]) -> str:
+    """`<out>/sft_base`: `--sft-steps` SFT steps from the base model; its final model folder."""
+    run = Path(args.out) / "sft_base"
+    fams, cats = args.families, [c for f in args.families for c in FAMILY_CATEGORIES.get(f, [])]
+    base = load_config(args.config, [])
+    overrides = [
+        *sft_run_overrides(base, demos),
+        f"data.families=[{', '.join(fams)}]",
+        f"data.categories=[{', '.join(cats)}]",
+        f"trainer.total_steps={args.sft_steps}",
+        "trainer.save_every=0",
+        "eval.at_end=false",
+        "logging.tensorboard=false",
+        *args.overrides,
+        f"trainer.output_dir={run}",
+    ]
+    model = run / "checkpoints" / f"step_{args.sft_steps}" / "model"
+    if not model.exists():
+        run_training(load(args.config, overrides, "sft_base"))
+        drop_optimizer(run)
+    return str(model)
+
+
+def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "commands.txt").open("a") as f:  # the report names every invocation that ran
+        f.write(command_line(args) + "\n")
+    needs_demos = args.sft_model is None or "sft-equal" in args.arms
+    demos = demo_files(args) if needs_demos else []
+    sft_model = args.sft_model or train_sft_base(args, demos)
+    base = base_overrides(args, sft_model)
+    # seed-major (every arm of seed 0, then of seed 1, ...: a run cut short leaves whole seeds),
+    # each arm x seed validated first: a missing feature stops the protocol before any compute
+    order = [(ARMS[a], None) for a in args.arms if ARMS[a].kind == "eval"]
+    order += [(ARMS[a], s) for s in args.seeds for a in args.arms if ARMS[a].kind != "eval"]
+    plans = []
+    for arm, seed in order:
+        run = out / arm.name if seed is None else out / arm.name / f"seed_{seed}"
+        overrides = [
+            *base,
+            *arm_overrides(arm, args.caps, args.steps),
+            f"trainer.seed={seed or 0}",
+            f"trainer.output_dir={run}",
+        ]
+        if arm.kind == "sft":
+            sft = sft_run_overrides(load(args.config, base, arm.name), demos)
+            overrides = [*overrides, *sft, "trainer.total_steps=1000000", "sft.max_seconds=1"]
+        load(args.config, overrides, arm.name, arm.needs)
+        plans.append((arm, seed, run, overrides))
+    for arm, seed, run, overrides in plans:
+        if (run / "result.json").exists():
+            print(f"[protocol] {run}: done, reused", file=sys.stderr, flush=True)
+            continue
+        extra: dict[str, Any] = {}
+        if arm.kind == "sft":  # the budget: the step time of the budget arm's run of this seed
+            ref = out / args.budget_arm / f"seed_{seed}" / "result.json"
+            if not ref.exists():
+                raise SystemExit(f"protocol: {arm.name} seed {seed} needs {ref} (run its budget arm first)")
+            budget = json.loads(ref.read_text())["step_seconds"]
+            overrides = [o for o in overrides if not o.startswith("sft.max_seconds=")]
+            overrides.append(f"sft.max_seconds={budget:.3f}")
+            extra["budget_s"] = budget
+        print(f"[protocol] {arm.name} seed {seed} -> {run}", file=sys.stderr, flush=True)
+        cfg = load(args.config, overrides, arm.name, arm.needs)
+        if run.exists():  # an interrupted run starts over (no intermediate checkpoints)
+            shutil.rmtree(run)
+        wall = evaluate_checkpoint(cfg) if arm.kind == "eval" else run_training(cfg)
+        record(run, arm, seed, overrides, wall, extra)
+        if not args.keep_optimizer:
+            drop_optimizer(run)
+    return write_report(out, args)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    import shlex
+
+    return "python benchmarks/protocol.py " + " ".join(shlex.quote(a) for a in args.argv)
+
+
+def evaluate_checkpoint(cfg: Config) -> float:
+    """The `eval` arm: the run's in-training eval (`TrainingRun.evaluate`) of the starting weights."""
+    from horizonrl.trainer.families import resolve_config_families
+    from horizonrl.trainer.run import TrainingRun
+
+    start = time.perf_counter()
+    runner = TrainingRun(resolve_config_families(cfg))
+    runner.evaluate("eval/final")
+    runner.monitor.close()
+    del runner
+    gc.collect()
+    return time.perf_counter() - start
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="configs/quickstart.yaml", help="the base config of every arm")
+    p.add_argument("--sft-model", default=None, help="the SFT checkpoint every arm starts from")
+    p.add_argument("--sft-steps", type=int, default=8, help="SFT steps when the protocol trains it")
+    p.add_argument("--demos", default="runs/demos", help="folder of <family>_train.jsonl expert demos")
+    p.add_argument("--families", default="textcraft,babyai")
+    p.add_argument("--arms", default="sft,grpo,sft-equal")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--steps", type=int, default=6, help="RL steps per arm")
+    p.add_argument("--caps", default="3,6,10", help="turn caps of the cap arms")
+    p.add_argument("--eval-limit", type=int, default=None, help="eval items per family (default: all)")
+    p.add_argument("--eval-every", type=int, default=0, help="also eval every N RL steps (curves)")
+    p.add_argument("--budget-arm", default="grpo", help="the RL arm whose step time sft-equal gets")
+    p.add_argument("--out", default="runs/protocol")
+    p.add_argument("--results", default=None, help="also copy the report to benchmarks/results/NAME.*")
+    p.add_argument("--title", default="Learning protocol")
+    p.add_argument("--keep-optimizer", action="store_true")
+    p.add_argument("--report-only", action="store_true", help="only tabulate and plot what is in --out")
+    p.add_argument("--list-arms", action="store_true")
+    p.add_argument("overrides", nargs="*", default=[], help="dotted overrides for every arm")
+    args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.families = [f for f in args.families.split(",") if f]
+    args.arms = [a for a in args.arms.split(",") if a]
+    args.seeds = [int(s) for s in args.seeds.split(",") if s]
+    args.caps = [int(c) for c in args.caps.split(",") if c]
+    unknown = [a for a in args.arms if a not in ARMS]
+    if unknown:
+        p.error(f"unknown arm(s) {unknown}; the arms: {', '.join(ARMS)}")
+    if "sft-equal" in args.arms and args.budget_arm not in args.arms:
+        budget_runs = Path(args.out) / args.budget_arm
+        if not budget_runs.exists():
+            p.error(f"sft-equal needs the {args.budget_arm} arm's runs (add it to --arms)")
+    if "sft-equal" in args.arms and args.budget_arm in args.arms:  # the budget arm runs first
+        args.arms.remove(args.budget_arm)
+        args.arms.insert(args.arms.index("sft-equal"), args.budget_arm)
+    if not args.seeds or args.steps < 1:
+        p.error("--seeds needs at least one seed and --steps must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.list_arms:
+        for arm in ARMS.values():
+            extra = " ".join(arm_overrides(arm, args.caps, args.steps))
+            print(f"{arm.name:14} {arm.kind:5} {arm.label}: {extra}")
+        return 0
+    if args.report_only:
+        write_report(Path(args.out), args)
+    else:
+        run_protocol(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

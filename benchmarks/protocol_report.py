@@ -1,0 +1,166 @@
+"""The learning protocol's report: `<out>/*/result.json` -> tables (Markdown, JSON) and curves (PNG).
+
+`summarize` turns the arm x seed results into per-arm, per-family statistics (`protocol_stats`);
+`markdown` writes them as one table per family; `write_report` writes `<out>/protocol.md`,
+`<out>/protocol.json` and `<out>/curves.png`, and copies them to `benchmarks/results/NAME.*` when
+asked (`--results NAME`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from benchmarks.protocol_plots import plot_curves
+from benchmarks.protocol_stats import bootstrap_ci, bootstrap_diff_ci, seed_spread
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-turn", "grpo-penalty", "cap-short", "cap-long",
+             "cap-long-ctx", "cap-stepwise", "cap-adaptive"]  # fmt: skip
+"""Table order (the protocol's `ARMS`); others after them."""
+REFERENCE_ARM = "sft-equal"
+"""Every other arm's difference is taken against this one (the equal-compute baseline)."""
+
+
+def load_results(out: Path, order: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Arm -> its results (one per seed, in seed order) found under `out`; arms in `order` first."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted([*out.glob("*/result.json"), *out.glob("*/seed_*/result.json")]):
+        result = json.loads(path.read_text())
+        found.setdefault(result["arm"], []).append(result)
+    for results in found.values():
+        results.sort(key=lambda r: -1 if r["seed"] is None else r["seed"])
+    order = list(order or [])
+    return dict(sorted(found.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+
+
+def family(item_id: str) -> str:
+    return item_id.rpartition("_")[0]
+
+
+def outcome_table(results: list[dict[str, Any]], fam: str) -> tuple[list[str], list[list[float]]]:
+    """The items of `fam` (sorted) and the seeds x items success table; every seed must have
+    evaluated the same items (else the arms were not run with the same eval settings)."""
+    sets = [sorted(i for i in r["items"] if family(i) == fam) for r in results]
+    if any(s != sets[0] for s in sets):
+        raise ValueError(f"arm {results[0]['arm']}: the seeds evaluated different {fam} items")
+    return sets[0], [[r["items"][i] for i in sets[0]] for r in results]
+
+
+def summarize(found: dict[str, list[dict[str, Any]]], n_boot: int = 2000) -> dict[str, Any]:
+    """Per arm and family: seeds, mean success, spread, bootstrap interval, per-category means,
+    and the difference to the reference arm (paired by item) with its interval."""
+    families = sorted({family(i) for rs in found.values() for r in rs for i in r["items"]})
+    summary: dict[str, Any] = {}
+    for arm, results in found.items():
+        entry: dict[str, Any] = {
+            "label": results[0]["label"],
+            "kind": results[0]["kind"],
+            "seeds": [r["seed"] for r in results],
+            "step_seconds": [r["step_seconds"] for r in results],
+            "sampled_tokens": [r["sampled_tokens"] for r in results],
+            "wall_s": [r["wall_s"] for r in results],
+            "families": {},
+        }
+        for fam in families:
+            items, table = outcome_table(results, fam)
+            if not items:
+                continue
+            rates = [sum(row) / len(row) for row in table]
+            cats: dict[str, list[float]] = {}
+            for r in results:
+                for i in items:
+                    cats.setdefault(r["categories"][i], []).append(r["items"][i])
+            block: dict[str, Any] = {
+                "n_items": len(items),
+                "per_seed": rates,
+                **seed_spread(rates),
+                "ci95": bootstrap_ci(table, n_boot=n_boot),
+                "by_category": {c: sum(v) / len(v) for c, v in sorted(cats.items())},
+            }
+            if arm != REFERENCE_ARM and REFERENCE_ARM in found:
+                ref_items, ref = outcome_table(found[REFERENCE_ARM], fam)
+                if ref_items == items:
+                    ref_mean = sum(map(sum, ref)) / (len(ref) * len(items))
+                    block["diff_vs_ref"] = block["mean"] - ref_mean
+                    block["diff_ci95"] = bootstrap_diff_ci(table, ref, n_boot=n_boot)
+            entry["families"][fam] = block
+        summary[arm] = entry
+    return summary
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def markdown(summary: dict[str, Any], title: str, command: str) -> str:
+    families = sorted({f for e in summary.values() for f in e["families"]})
+    lines = [f"## {title}", "", "```", command, "```", ""]
+    for fam in families:
+        arms = [a for a, e in summary.items() if fam in e["families"]]
+        cats = sorted({c for a in arms for c in summary[a]["families"][fam]["by_category"]})
+        n = summary[arms[0]]["families"][fam]["n_items"]
+        lines += [
+            f"### {fam}: greedy success on {n} test items (%)",
+            "",
+            "| arm | seeds | mean | 95% CI | min–max | std | "
+            + " | ".join(cats)
+            + f" | Δ vs {REFERENCE_ARM} [95% CI] | train s / seed | sampled tokens / seed |",
+            "|---|---|---|---|---|---|" + "---|" * len(cats) + "---|---|---|",
+        ]
+        for arm in arms:
+            e, b = summary[arm], summary[arm]["families"][fam]
+            seeds = "1 (seed-free)" if e["seeds"] == [None] else str(len(e["seeds"]))
+            diff = ""
+            if "diff_vs_ref" in b:
+                lo, hi = b["diff_ci95"]
+                diff = f"{100 * b['diff_vs_ref']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+            secs = sum(e["step_seconds"]) / len(e["step_seconds"])
+            toks = f"{sum(e['sampled_tokens']) / len(e['sampled_tokens']):.0f}" if e["kind"] == "rl" else "—"
+            lines.append(
+                f"| {arm} ({e['label']}) | {seeds} | **{_pct(b['mean'])}** | "
+                f"[{_pct(b['ci95'][0])}, {_pct(b['ci95'][1])}] | {_pct(b['min'])}–{_pct(b['max'])} | "
+                f"{_pct(b['std'])} | "
+                + " | ".join(_pct(b["by_category"].get(c, float("nan"))) for c in cats)
+                + f" | {diff} | {secs:.0f} | {toks} |"
+            )
+        lines.append("")
+    lines += [
+        "Mean: over seeds of each seed's success on all items. Spread: min–max and sample std "
+        "(ddof 1) of the per-seed rates. 95% CI: two-way percentile bootstrap (2000 replicates, "
+        "items and seeds resampled with replacement, numpy seed 0). Δ: paired by item, each arm's "
+        "seeds resampled on their own. Train s: the arm's training-step seconds (sum of `time/step`; "
+        "sft-equal's budget is the grpo run of the same seed, and it stops at the step boundary "
+        "nearest to it).",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, args: Any) -> dict[str, Any]:
+    """Tables and curves of everything finished under `out` (see the module docstring)."""
+    found = load_results(out, ARM_ORDER)
+    if not found:
+        raise SystemExit(f"protocol: no results under {out}")
+    summary = summarize(found)
+    commands = out / "commands.txt"
+    lines = commands.read_text().splitlines() if commands.exists() else []
+    command = "\n".join(dict.fromkeys(line for line in lines if line)) or "(commands not recorded)"
+    text = markdown(summary, getattr(args, "title", "Learning protocol"), command)
+    text += f"\n\nLoad average (1 min) at the end of each run: {_loads(found)} on {os.cpu_count()} cores.\n"
+    (out / "protocol.md").write_text(text)
+    (out / "protocol.json").write_text(json.dumps({"command": command, "arms": summary}, indent=1))
+    plot_curves(found, out / "curves.png", title=getattr(args, "title", "Learning protocol"))
+    name = getattr(args, "results", None)
+    if name:
+        for suffix, src in (("md", "protocol.md"), ("json", "protocol.json"), ("png", "curves.png")):
+            shutil.copyfile(out / src, RESULTS / f"{name}.{suffix}")
+    print(text)
+    return summary
+
+
+def _loads(found: dict[str, list[dict[str, Any]]]) -> str:
+    values = [r["load_avg"] for rs in found.values() for r in rs]
+    return f"{min(values):.1f}–{max(values):.1f}"
