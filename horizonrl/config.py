@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from horizonrl.agent.strategies import STRATEGIES as AGENT_STRATEGIES
 from horizonrl.rollout.engines import ENGINES
 from horizonrl.rollout.settings import EvalRolloutSettings, RolloutSettings
 
@@ -397,10 +398,36 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
+class ContextConfig:
+    """Bounded context (docs/rollout.md): what the model sees of a long episode. Off by default."""
+
+    max_turns_kept: int | None = None
+    """Keep the task (system + first user turn) and only the last k turns (None: all)."""
+    max_tokens: int | None = None
+    """Drop the oldest turns until the context is at most this many tokens (None: no bound);
+    the last turn is always kept."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns_kept", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"agent.context.{name} must be >= 1 when set, got {value}")
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     show_available_actions: bool = False
     """Append the env's available actions to each observation the agent sees (envs that list
     them, e.g. sciworld; families with free-form actions are unaffected). Rollouts and evals."""
+    strategy: str = "react"
+    """How the agent plays (`horizonrl.agent.strategies`): `react` (Thought/Action each turn),
+    `plan` (a numbered plan first, revisable), `reflect` (a reflection after a failed turn)."""
+    context: ContextConfig = field(default_factory=ContextConfig)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in AGENT_STRATEGIES:
+            known = sorted(AGENT_STRATEGIES)
+            raise ValueError(f"agent.strategy must be one of {known}, got {self.strategy!r}")
 
 
 @dataclass(frozen=True)

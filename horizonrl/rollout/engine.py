@@ -48,6 +48,7 @@ from typing import Any
 
 from horizonrl.agent.chat import ChatFormat, MessageConversation, TokenConversation
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
+from horizonrl.agent.strategies import StrategyState, get_strategy
 from horizonrl.envs.core import StepResult
 from horizonrl.envs.registry import get_family
 from horizonrl.rollout.backends.base import (
@@ -79,11 +80,18 @@ class EngineConfig(RolloutSettings):
     """Append the env's available actions (`Available actions: a, b, ...`) to the first and every
     later observation, for envs that list them (`available_actions()` not None), as the
     reference's agents can; envs with free-form actions are unaffected."""
+    strategy: str = "react"
+    """The agent strategy (`horizonrl.agent.strategies`: react, plan, reflect)."""
+    context_max_turns_kept: int | None = None
+    """Bounded context: the model sees the task and only the last k turns (None: all turns)."""
+    context_max_tokens: int | None = None
+    """Bounded context: drop the oldest turns until the context has at most this many tokens."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        get_strategy(self.strategy)  # KeyError naming the known strategies
 
     @classmethod
     def of(cls, settings: RolloutSettings, **engine: Any) -> EngineConfig:
@@ -105,6 +113,8 @@ class Episode:
     observation: str = ""
     parse_errors: int = 0
     closed: bool = False
+    agent: StrategyState | None = None
+    """The strategy's state of this episode (set at reset)."""
 
     def finish(self, stop_reason: str, *, truncated: bool = False, terminated: bool = False) -> None:
         self.done = True
@@ -155,6 +165,7 @@ class RolloutEngine:
         self.config = config or EngineConfig()
         self.prompt = prompt or get_prompt(pool.family)
         self.fmt = ChatFormat(backend.tokenizer) if backend.token_level else None
+        self.strategy = get_strategy(self.config.strategy)
         self.stats = EngineStats()
         self._on_finish: Callable[[Trajectory], None] | None = None
 
@@ -289,7 +300,9 @@ class RolloutEngine:
             except Exception as exc:  # noqa: BLE001
                 ep.fail(_reason("available actions", exc, cfg.env_timeout_s))
                 return
-        messages = self.prompt.initial_messages(observation)
+        messages = self.strategy.initial_messages(self.prompt, observation)
+        ep.agent = self.strategy.start(self.prompt)
+        ep.agent.last_observation = observation
         ep.conv = TokenConversation(self.fmt, messages) if self.fmt else MessageConversation(messages)
 
     def _request(self, ep: Episode) -> GenerationRequest | None:
@@ -319,11 +332,17 @@ class RolloutEngine:
         self.stats.turns += 1
         content = ep.conv.add_assistant(result.token_ids, result.logprobs, result.finish_reason, result.text)
         ep.traj.num_turns += 1
-        parsed = self.prompt.parse_action(content)
+        assert ep.agent is not None
+        turn = ep.agent.read(content)
+        if turn.is_plan:  # no env step: reward 0, not invalid, the state it was sampled in
+            ep.traj.turn_rewards.append(0.0)
+            self._after_turn(ep, ep.agent.next_observation(turn.feedback))
+            return None
+        parsed = self.prompt.parse_action(turn.text)
         if parsed.action is None:
             ep.parse_errors += 1
             ep.traj.turn_rewards.append(0.0)
-            self._after_turn(ep, str(parsed.error))
+            self._after_turn(ep, ep.agent.next_observation(str(parsed.error), failed=True))
         return parsed.action
 
     def _take_outcome(self, ep: Episode, outcome: StepResult | str) -> None:
@@ -345,7 +364,8 @@ class RolloutEngine:
             ep.observation = outcome.observation
             ep.finish("env_truncated", truncated=True)
         else:  # the turn cap is counted here only: on its turn it is the stop reason
-            self._after_turn(ep, outcome.observation)
+            assert ep.agent is not None
+            self._after_turn(ep, ep.agent.next_observation(outcome.observation, info=outcome.info))
 
     async def _step(self, ep: Episode, action: str) -> StepResult | str:
         assert ep.env is not None
@@ -399,6 +419,8 @@ class RolloutEngine:
         traj.meta["parse_errors"] = ep.parse_errors
         traj.meta["logprob_temperature"] = self.sampling.reported_temperature
         traj.meta["final_observation"] = ep.observation
+        if ep.agent is not None:
+            traj.meta.update(ep.agent.meta())
         if conv is None:
             return
         traj.messages = conv.messages
@@ -409,7 +431,9 @@ class RolloutEngine:
     # ------------------------------------------------------------------ helpers
 
     def _cap(self, ep: Episode) -> int:
-        return ep.traj.max_turns or self.config.max_turns
+        """The episode's turn cap, plus its plan turns (which do not count against it)."""
+        free = ep.agent.free_turns if ep.agent is not None else 0
+        return (ep.traj.max_turns or self.config.max_turns) + free
 
     @property
     def sampling(self) -> SamplingParams:

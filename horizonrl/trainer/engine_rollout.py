@@ -38,17 +38,20 @@ from horizonrl.trainer.weight_sync import make_sampler
 def engine_config(cfg: Config, *, greedy: bool, max_turns: int) -> EngineConfig:
     """The engine settings of one trainer rollout: `cfg.eval`'s for an eval (`greedy`; the settings
     `horizonrl eval` uses too), else `cfg.rollout`'s, with their logprob temperature."""
-    shown = cfg.agent.show_available_actions
+    agent = {
+        "show_available_actions": cfg.agent.show_available_actions,
+        "strategy": cfg.agent.strategy,
+        "context_max_turns_kept": cfg.agent.context.max_turns_kept,
+        "context_max_tokens": cfg.agent.context.max_tokens,
+    }
     if greedy:
-        return EngineConfig.of(
-            cfg.eval, max_turns=max_turns, progress=cfg.logging.console, show_available_actions=shown
-        )
+        return EngineConfig.of(cfg.eval, max_turns=max_turns, progress=cfg.logging.console, **agent)
     return EngineConfig.of(
         cfg.rollout,
         max_turns=max_turns,
         progress=cfg.logging.console,
         logprob_temperature=cfg.logprob_temperature,
-        show_available_actions=shown,
+        **agent,
     )
 
 
