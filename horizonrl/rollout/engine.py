@@ -92,6 +92,10 @@ class EngineConfig(RolloutSettings):
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         get_strategy(self.strategy)  # KeyError naming the known strategies
+        for name in ("context_max_turns_kept", "context_max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 when set, got {value}")
 
     @classmethod
     def of(cls, settings: RolloutSettings, **engine: Any) -> EngineConfig:
@@ -309,6 +313,9 @@ class RolloutEngine:
         """The episode's next turn to generate, its `max_tokens` lowered to what is left of the
         response budget; None when nothing is left (the episode ends, truncated)."""
         assert ep.conv is not None
+        cfg = self.config
+        if self.bounded:
+            ep.conv.bound(cfg.context_max_turns_kept, cfg.context_max_tokens)
         close = len(self.fmt.close_ids) if self.fmt else 0
         budget = self.config.max_response_length - ep.conv.response_length - close
         if self.backend.token_level and budget < 1:
@@ -316,7 +323,7 @@ class RolloutEngine:
             return None
         return GenerationRequest(
             token_ids=list(ep.conv.token_ids),
-            messages=list(ep.conv.messages),
+            messages=ep.conv.context_messages,
             max_tokens=min(self.config.max_tokens, budget),
             cache_key=ep.index,
         )
@@ -427,8 +434,26 @@ class RolloutEngine:
         traj.token_ids, traj.loss_mask, traj.logprobs = conv.token_ids, conv.loss_mask, conv.logprobs
         traj.prompt_length, traj.turn_ends = conv.prompt_length, conv.turn_ends
         traj.meta["sampled_tokens"] = conv.sampled_tokens
+        if self.bounded:  # the first context window here, the later ones as segments
+            windows = conv.all_windows()
+            if windows:
+                first = windows[0]
+                traj.token_ids, traj.loss_mask, traj.logprobs = (
+                    first["token_ids"],
+                    first["loss_mask"],
+                    first["logprobs"],
+                )
+                traj.prompt_length, traj.turn_ends = first["prompt_length"], first["turn_ends"]
+                traj.segments = windows[1:]
+            traj.meta["context_tokens"] = conv.context_tokens
 
     # ------------------------------------------------------------------ helpers
+
+    @property
+    def bounded(self) -> bool:
+        """Bounded context is on (`context_max_turns_kept` or `context_max_tokens` set)."""
+        cfg = self.config
+        return cfg.context_max_turns_kept is not None or cfg.context_max_tokens is not None
 
     def _cap(self, ep: Episode) -> int:
         """The episode's turn cap, plus its plan turns (which do not count against it)."""

@@ -36,8 +36,8 @@ from horizonrl.algos.advantages import bootstrap_truncated, place_rewards
 from horizonrl.algos.kl import kl_estimate
 from horizonrl.algos.losses import kl_reward_penalty
 from horizonrl.config import Config
-from horizonrl.rollout.trajectory import Trajectory, write_jsonl
-from horizonrl.trainer.batch import Batch, collate
+from horizonrl.rollout.trajectory import Trajectory, context_tokens, training_rows, write_jsonl
+from horizonrl.trainer.batch import Batch, collate, episode_advantages, is_segmented
 from horizonrl.trainer.data import ItemSampler
 from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
@@ -117,6 +117,7 @@ class RLTrainer(TrainingRun):
                     trajectories = rollout(episodes, step=self.step)
                 with timer("score"):
                     kept, select_stats = select_for_update(trajectories, cfg)
+                    kept = [row for t in kept for row in training_rows(t)]  # bounded context: per window
                     batch = self.learner.score(collate(kept)) if kept else None
                 with timer("advantages"):
                     batch, adv_stats = self.advantages(batch, kept)
@@ -184,9 +185,12 @@ class RLTrainer(TrainingRun):
                     coef=a.kl_coef,
                     kind=a.kl_estimator,
                 )
-        advantages, returns = self.learner.estimator(
-            rewards, batch.loss_mask, batch.values, batch.group_ids, a
-        )
+        if is_segmented(batch):  # bounded context: the episode's advantage on each of its rows
+            advantages, returns = episode_advantages(self.learner.estimator, rewards, batch, a)
+        else:
+            advantages, returns = self.learner.estimator(
+                rewards, batch.loss_mask, batch.values, batch.group_ids, a
+            )
         valid = advantages[batch.loss_mask.bool()]
         stats["advantages/mean"] = float(valid.mean()) if valid.numel() else 0.0
         stats["advantages/abs_mean"] = float(valid.abs().mean()) if valid.numel() else 0.0
@@ -206,6 +210,7 @@ class RLTrainer(TrainingRun):
         played = [t for t in trajectories if not t.failed]
         p = max(1, len(played))
         turns = [t.num_turns for t in trajectories]
+        contexts = [c for t in trajectories for c in context_tokens(t)]  # per turn (bounded context)
         trained_tokens = (
             0 if batch is None else int(batch.attention_mask.sum()) * self.cfg.algorithm.ppo_epochs
         )
@@ -219,6 +224,8 @@ class RLTrainer(TrainingRun):
             "schedule/max_turns": float(cap),
             "schedule/max_cap_used": float(max((e.max_turns for e in episodes), default=0)),
             "response_length/mean": sum(t.response_length for t in trajectories) / n,
+            "context/tokens_mean": sum(contexts) / max(1, len(contexts)),
+            "context/tokens_max": float(max(contexts, default=0)),
             "sampled_tokens/total": float(sum(sum(t.loss_mask) for t in trajectories)),
             "throughput/tokens_per_s": trained_tokens / max(timer.seconds.get("update", 0.0), 1e-9),
             **stats,
