@@ -76,6 +76,7 @@ class EvalSettings(EvalRolloutSettings):
         super().__post_init__()
         if self.server and len(self.env) > 1:
             raise ValueError("--server serves one family; give servers={family: url} for several")
+        EngineConfig.of(self, strategy=self.strategy)  # the agent settings are checked now
 
     def engine_config(self, family: str) -> EngineConfig:
         return EngineConfig.of(

@@ -48,7 +48,7 @@ from typing import Any
 
 from horizonrl.agent.chat import ChatFormat, MessageConversation, TokenConversation
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
-from horizonrl.agent.strategies import StrategyState, get_strategy
+from horizonrl.agent.strategies import STRATEGIES, StrategyState, get_strategy
 from horizonrl.envs.core import StepResult
 from horizonrl.envs.registry import get_family
 from horizonrl.rollout.backends.base import (
@@ -91,7 +91,8 @@ class EngineConfig(RolloutSettings):
         super().__post_init__()
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
-        get_strategy(self.strategy)  # KeyError naming the known strategies
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {self.strategy!r}")
         for name in ("context_max_turns_kept", "context_max_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:

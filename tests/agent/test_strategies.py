@@ -47,7 +47,7 @@ def test_registry_names_the_known_strategies():
     assert {"react", "plan", "reflect"} <= set(STRATEGIES)
     with pytest.raises(KeyError, match="known"):
         get_strategy("tree-of-thought")
-    with pytest.raises(KeyError, match="known"):
+    with pytest.raises(ValueError, match="strategy must be one of"):
         EngineConfig(strategy="nope")
 
 
@@ -176,3 +176,21 @@ def test_tiny_model_plays_textcraft_with_each_strategy(strategy):
     for mask, lp, own in zip(trajs[0].loss_mask, trajs[0].logprobs, lps, strict=True):
         if mask:
             assert abs(own - lp) < 1e-4
+
+
+def test_eval_report_names_the_strategy(tmp_path):
+    import json
+
+    from horizonrl.cli import main
+    from horizonrl.rollout.trajectory import read_jsonl
+
+    out = tmp_path / "ev"
+    args = ["eval", "--model", "tiny", "--env", "babyai", "--limit", "1", "--max-turns", "1"]
+    assert main([*args, "--out", str(out), "max_tokens=4", "strategy=plan", "progress=false"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["strategy"] == "plan" and report["settings"]["strategy"] == "plan"
+    assert "Agent strategy: plan" in (out / "report.md").read_text()
+    [t] = read_jsonl(out / "trajectories.jsonl")
+    assert t.meta["strategy"] == "plan" and t.num_turns == 2 and t.meta["plan_turns"] == [0]
+    with pytest.raises(SystemExit):
+        main([*args, "--out", str(out), "strategy=dream"])
