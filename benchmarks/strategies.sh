@@ -9,13 +9,13 @@ SFT_TEXTCRAFT=${SFT_TEXTCRAFT:-/work/main/runs/quickstart/sft/checkpoints/step_8
 OUT=${OUT:-runs/strategies}
 STRATEGIES=${STRATEGIES:-react plan reflect}
 mkdir -p "$OUT"
-if [ ! -d runs/sft_babyai/checkpoints/step_8/model ]; then
-  horizonrl train configs/sft_babyai.yaml logging.console=false
-fi
 for s in $STRATEGIES; do
   horizonrl eval --model "$SFT_TEXTCRAFT" --env textcraft --split test --limit 24 --max-turns 5 \
     --dtype float32 --out "$OUT/textcraft_$s" "categories=[depth 1,depth 2]" max_tokens=48 strategy=$s progress=false
 done
+if [ ! -d runs/sft_babyai/checkpoints/step_8/model ]; then
+  horizonrl train configs/sft_babyai.yaml logging.console=false
+fi
 for s in $STRATEGIES; do
   horizonrl eval --model runs/sft_babyai/checkpoints/step_8/model --env babyai --split test --limit 20 \
     --max-turns 8 --dtype float32 --out "$OUT/babyai_$s" "categories=[GoTo,Pickup]" max_tokens=48 strategy=$s progress=false

@@ -211,6 +211,7 @@ class RLTrainer(TrainingRun):
         p = max(1, len(played))
         turns = [t.num_turns for t in trajectories]
         contexts = [c for t in trajectories for c in context_tokens(t)]  # per turn (bounded context)
+        rows = [row for t in trajectories for row in training_rows(t)]  # one per context window
         trained_tokens = (
             0 if batch is None else int(batch.attention_mask.sum()) * self.cfg.algorithm.ppo_epochs
         )
@@ -226,7 +227,7 @@ class RLTrainer(TrainingRun):
             "response_length/mean": sum(t.response_length for t in trajectories) / n,
             "context/tokens_mean": sum(contexts) / max(1, len(contexts)),
             "context/tokens_max": float(max(contexts, default=0)),
-            "sampled_tokens/total": float(sum(sum(t.loss_mask) for t in trajectories)),
+            "sampled_tokens/total": float(sum(sum(r.loss_mask) for r in rows)),
             "throughput/tokens_per_s": trained_tokens / max(timer.seconds.get("update", 0.0), 1e-9),
             **stats,
             **{f"time/{name}": seconds for name, seconds in timer.seconds.items()},

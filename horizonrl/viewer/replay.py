@@ -135,6 +135,9 @@ def mark_strategy_turns(turns: list[dict[str, Any]], meta: dict[str, Any]) -> No
         turn["kind"] = "plan" if k in plan_turns else "act"
         turn["plan"] = plans.get(k)
         turn["reflection"] = notes.get(k)
+        if turn["reflection"] is not None:  # the thought is what follows the reflection line
+            turn["thought"] = re.sub(r"^\s*reflection\s*[:：].*\n?", "", turn["thought"], count=1, flags=re.I)
+            turn["thought"] = _THOUGHT_PREFIX.sub("", turn["thought"], count=1).strip()
         if turn["kind"] == "plan":  # no env step: nothing was parsed as an action
             turn["action"], turn["parse_error"], turn["thought"] = None, None, ""
 

@@ -75,3 +75,4 @@ def test_plan_turns_and_reflections_are_shown_as_such():
     plan, act = replay["turns"]
     assert plan["kind"] == "plan" and plan["plan"] == ["get logs", "craft"] and plan["action"] is None
     assert act["kind"] == "act" and act["action"] == "get 1 oak logs" and act["reflection"] == "wrong."
+    assert act["thought"] == "t"
