@@ -167,3 +167,22 @@ def test_segmented_episodes_share_their_advantage_and_keep_the_outcome_last():
         assert adv[i][~sampled].abs().sum() == 0
     with pytest.raises(ValueError, match="group-relative"):
         episode_advantages(get_estimator("gae"), rewards, batch, AlgorithmConfig())
+
+
+def test_async_engine_bounds_the_context_as_the_lockstep_one():
+    from horizonrl.models import load_tokenizer
+    from horizonrl.rollout.async_engine import AsyncRolloutEngine
+    from tests.rollout.helpers import ScriptedBackend
+
+    tok = load_tokenizer("tiny")
+
+    def reply(req):
+        return f"Thought: turn {len(req.messages)}\nAction: look"
+
+    runs = []
+    for cls in (RolloutEngine, AsyncRolloutEngine):
+        cfg = EngineConfig(max_turns=4, progress=False, context_max_turns_kept=1, strategy="plan")
+        engine = cls(ScriptedBackend(tok, reply), LocalEnvPool("toy", make_env=CountingEnv), cfg, prompt=TOY)
+        runs.append([t.to_dict() for t in engine.run(["toy_0", "toy_1"])])
+    assert runs[0] == runs[1]
+    assert all(len(r["segments"]) == 3 and r["num_turns"] == 5 for r in runs[0])  # plan + 4 acting turns
