@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from horizonrl.agent.strategies import STRATEGIES as AGENT_STRATEGIES
 from horizonrl.rollout.engines import ENGINES
 from horizonrl.rollout.settings import EvalRolloutSettings, RolloutSettings
 
@@ -528,10 +529,36 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
+class ContextConfig:
+    """Bounded context (docs/rollout.md): what the model sees of a long episode. Off by default."""
+
+    max_turns_kept: int | None = None
+    """Keep the task (system + first user turn) and only the last k turns (None: all)."""
+    max_tokens: int | None = None
+    """Drop the oldest turns until the context is at most this many tokens (None: no bound);
+    the last turn is always kept."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns_kept", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"agent.context.{name} must be >= 1 when set, got {value}")
+
+
+@dataclass(frozen=True)
 class AgentConfig:
     show_available_actions: bool = False
     """Append the env's available actions to each observation the agent sees (envs that list
     them, e.g. sciworld; families with free-form actions are unaffected). Rollouts and evals."""
+    strategy: str = "react"
+    """How the agent plays (`horizonrl.agent.strategies`): `react` (Thought/Action each turn),
+    `plan` (a numbered plan first, revisable), `reflect` (a reflection after a failed turn)."""
+    context: ContextConfig = field(default_factory=ContextConfig)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in AGENT_STRATEGIES:
+            known = sorted(AGENT_STRATEGIES)
+            raise ValueError(f"agent.strategy must be one of {known}, got {self.strategy!r}")
 
 
 @dataclass(frozen=True)
@@ -783,6 +810,17 @@ class Config:
             "rollout.backend=hf in a one-process learner (resources.learner_world_size=1), and needs "
             "algorithm.recompute_old_logprobs=true (the proximal policy of decoupled PPO)",
         )
+        ctx = self.agent.context
+        if ctx.max_turns_kept is not None or ctx.max_tokens is not None:
+            from horizonrl.algos.advantages import ESTIMATORS
+
+            est = ESTIMATORS[self.algorithm.estimator]
+            _check(
+                est.group_relative and not est.step_level,
+                f"agent.context bounds the context, so an episode trains as several rows that share its "
+                f"episode-level advantage; that needs an episode-level group estimator (grpo, rloo), not "
+                f"algorithm.adv_estimator={self.algorithm.estimator!r}",
+            )
         _check(
             self.algorithm.behaviour_is_cap >= 1,
             f"algorithm.behaviour_is_cap must be >= 1, got {self.algorithm.behaviour_is_cap}",

@@ -19,6 +19,13 @@ How the ids are laid out:
    `add_generation_prompt=True`, and taking what the second adds; only that text is
    tokenized. Any HF template works this way, with no per-model code.
 
+Bounded context (`bound`): before a turn is sampled, the oldest turns may be dropped, so the
+model sees the task (system + first user turn) and the last turns only. The new context is the
+prompt's ids followed by each kept turn's own ids (sampled + closing + the observation after it),
+the very ids already in the conversation: it is what `apply_chat_template` renders for the
+kept messages. Every drop closes a *window* (`windows`): the ids of one context the model saw
+as it grew, `loss_mask` 1 only on the turns sampled in it (kept turns are context there, 0).
+
 So `decode(token_ids)` equals `apply_chat_template(messages, tokenize=False)` whenever the
 template renders each turn independently of the others and keeps contents as given.
 Known templates where it does not (tests report them): Llama-3's trims each content,
@@ -131,10 +138,66 @@ class TokenConversation:
         self.prompt_length = len(self.token_ids)
         self.turn_ends: list[int] = []
         self.sampled_tokens = 0
+        self.context_tokens: list[int] = []
+        """Tokens of the context each turn was sampled from."""
+        self.windows: list[dict[str, Any]] = []
+        """Closed context windows (bounded context), oldest first; see `all_windows`."""
+        self._prompt_ids = list(self.token_ids)
+        self._initial = len(self.messages)
+        self._turn_ids: list[list[int]] = []
+        """Each turn's ids: sampled + closing + the observation after it."""
+        self._kept_from = 0
+        """The first turn in the current context."""
 
     @property
     def response_length(self) -> int:
         return len(self.token_ids) - self.prompt_length
+
+    @property
+    def context_messages(self) -> list[dict[str, str]]:
+        """The messages of the current context: the task and the kept turns."""
+        return self.messages[: self._initial] + self.messages[self._initial + 2 * self._kept_from :]
+
+    def bound(self, max_turns_kept: int | None, max_tokens: int | None) -> bool:
+        """Drop the oldest turns so that at most `max_turns_kept` turns are in the context and it
+        has at most `max_tokens` tokens (the last turn is always kept); True when some were."""
+        total = len(self._turn_ids)
+        first = self._kept_from
+        if max_turns_kept is not None:
+            first = max(first, total - max_turns_kept)
+        if max_tokens is not None:
+            size = len(self._prompt_ids) + sum(len(ids) for ids in self._turn_ids[first:])
+            while size > max_tokens and first < total - 1:
+                size -= len(self._turn_ids[first])
+                first += 1
+        if first == self._kept_from:
+            return False
+        self._close_window()
+        self._kept_from = first
+        self.token_ids = [*self._prompt_ids, *(i for ids in self._turn_ids[first:] for i in ids)]
+        self.loss_mask = [0] * len(self.token_ids)
+        self.logprobs = [None] * len(self.token_ids)
+        self.turn_ends = []
+        return True
+
+    def _close_window(self) -> None:
+        if self.turn_ends:  # a window in which nothing was sampled trains nothing
+            self.windows.append(self._window())
+
+    def _window(self) -> dict[str, Any]:
+        return {
+            "token_ids": self.token_ids,
+            "loss_mask": self.loss_mask,
+            "logprobs": self.logprobs,
+            "prompt_length": self.prompt_length,
+            "turn_ends": self.turn_ends,
+        }
+
+    def all_windows(self) -> list[dict[str, Any]]:
+        """Every context window, the current one last (one window when nothing was dropped)."""
+        if not self.windows:
+            return [self._window()]
+        return self.windows + ([self._window()] if self.turn_ends else [])
 
     def _extend(self, ids: Sequence[int], mask: int, logprobs: Sequence[float | None] | None = None) -> None:
         self.token_ids.extend(ids)
@@ -149,10 +212,13 @@ class TokenConversation:
             raise ValueError("a sampled turn has at least one token")
         if len(logprobs) != len(sampled):
             raise ValueError(f"{len(sampled)} sampled ids but {len(logprobs)} logprobs")
+        self.context_tokens.append(len(self.token_ids))
+        closing = self.fmt.closing_ids(sampled, finish_reason)
+        self._turn_ids.append([*sampled, *closing])
         self._extend(sampled, 1, [float(x) for x in logprobs])
         self.turn_ends.append(len(self.token_ids) - 1)
         self.sampled_tokens += len(sampled)
-        self._extend(self.fmt.closing_ids(sampled, finish_reason), 0)
+        self._extend(closing, 0)
         content = self.fmt.content_of(sampled, finish_reason)
         self.messages.append({"role": "assistant", "content": content})
         return content
@@ -162,7 +228,10 @@ class TokenConversation:
         return len(self.fmt.observation_ids(observation))
 
     def add_observation(self, observation: str, ids: Sequence[int] | None = None) -> None:
-        self._extend(ids if ids is not None else self.fmt.observation_ids(observation), 0)
+        ids = list(ids) if ids is not None else self.fmt.observation_ids(observation)
+        self._extend(ids, 0)
+        if self._turn_ids:
+            self._turn_ids[-1].extend(ids)
         self.messages.append({"role": "user", "content": observation})
 
 
@@ -177,10 +246,28 @@ class MessageConversation:
         self.prompt_length = 0
         self.turn_ends: list[int] = []
         self.sampled_tokens = 0
+        self.context_tokens: list[int] = []
+        self._initial = len(self.messages)
+        self._kept_from = 0
 
     @property
     def response_length(self) -> int:
         return 0
+
+    @property
+    def context_messages(self) -> list[dict[str, str]]:
+        return self.messages[: self._initial] + self.messages[self._initial + 2 * self._kept_from :]
+
+    def bound(self, max_turns_kept: int | None, max_tokens: int | None) -> bool:
+        """`TokenConversation.bound` by turns only (no tokenizer here: `max_tokens` is not applied)."""
+        turns = (len(self.messages) - self._initial + 1) // 2
+        if max_turns_kept is None or turns - self._kept_from <= max_turns_kept:
+            return False
+        self._kept_from = turns - max_turns_kept
+        return True
+
+    def all_windows(self) -> list[dict[str, Any]]:
+        return []
 
     def add_assistant(
         self, sampled: Sequence[int], logprobs: Sequence[float], finish_reason: str, text: str | None = None

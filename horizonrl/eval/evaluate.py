@@ -69,11 +69,18 @@ class EvalSettings(EvalRolloutSettings):
     progress: bool = True
     show_available_actions: bool = False
     """Append the env's available actions to each observation (`agent.show_available_actions`)."""
+    strategy: str = "react"
+    """The agent strategy (`agent.strategy`: react, plan, reflect); named in the report."""
+    context_max_turns_kept: int | None = None
+    """Bounded context (`agent.context.max_turns_kept`): the task and the last k turns."""
+    context_max_tokens: int | None = None
+    """Bounded context (`agent.context.max_tokens`): drop the oldest turns until the context fits."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.server and len(self.env) > 1:
             raise ValueError("--server serves one family; give servers={family: url} for several")
+        EngineConfig.of(self, strategy=self.strategy)  # the agent settings are checked now
 
     def engine_config(self, family: str) -> EngineConfig:
         return EngineConfig.of(
@@ -81,6 +88,9 @@ class EvalSettings(EvalRolloutSettings):
             max_turns=self.turn_cap(family),
             progress=self.progress,
             show_available_actions=self.show_available_actions,
+            strategy=self.strategy,
+            context_max_turns_kept=self.context_max_turns_kept,
+            context_max_tokens=self.context_max_tokens,
         )
 
 

@@ -2,7 +2,7 @@
 
 `report.json` for one family:
 
-    {"env": "textcraft", "model": "default", "split": "test", "n_items": 20, "k": 1,
+    {"env": "textcraft", "model": "default", "split": "test", "k": 1, "strategy": "react", "n_items": 20,
      "success_rate": ..., "mean_score": ..., "avg_at_k": ..., "pass_at_k": ..., "mean_turns": ...,
      "n_failed": 0, "by_category": {"depth 1": {same fields}, ...},
      "families": {"textcraft": {same fields + by_category}}, "settings": {...}, "timing": {...}}
@@ -29,6 +29,7 @@ def combine(
 ) -> dict[str, Any]:
     """The whole report from per-family `eval_summary` blocks."""
     report: dict[str, Any] = {"env": ",".join(families), "model": model, "split": split, "k": k}
+    report["strategy"] = str(settings.get("strategy", "react"))  # the agent strategy that played
     if len(families) == 1:
         (block,) = families.values()
         report.update({key: value for key, value in block.items()})
@@ -69,6 +70,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     settings = report.get("settings", {})
     lines = [
         f"# Eval: {report['model']} on {report['env']} ({report['split']})",
+        "",
+        f"Agent strategy: {report.get('strategy', 'react')}",
         "",
         ", ".join(f"{key}={value}" for key, value in settings.items() if key not in ("out",)),
         "",

@@ -48,6 +48,7 @@ from typing import Any
 
 from horizonrl.agent.chat import ChatFormat, MessageConversation, TokenConversation
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
+from horizonrl.agent.strategies import STRATEGIES, StrategyState, get_strategy
 from horizonrl.envs.core import StepResult
 from horizonrl.envs.registry import get_family
 from horizonrl.rollout.backends.base import (
@@ -79,11 +80,23 @@ class EngineConfig(RolloutSettings):
     """Append the env's available actions (`Available actions: a, b, ...`) to the first and every
     later observation, for envs that list them (`available_actions()` not None), as the
     reference's agents can; envs with free-form actions are unaffected."""
+    strategy: str = "react"
+    """The agent strategy (`horizonrl.agent.strategies`: react, plan, reflect)."""
+    context_max_turns_kept: int | None = None
+    """Bounded context: the model sees the task and only the last k turns (None: all turns)."""
+    context_max_tokens: int | None = None
+    """Bounded context: drop the oldest turns until the context has at most this many tokens."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {self.strategy!r}")
+        for name in ("context_max_turns_kept", "context_max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 when set, got {value}")
 
     @classmethod
     def of(cls, settings: RolloutSettings, **engine: Any) -> EngineConfig:
@@ -107,6 +120,8 @@ class Episode:
     closed: bool = False
     max_tokens: int | None = None
     """Per-turn token cap of this episode (`arun(max_tokens=...)`); None: `config.max_tokens`."""
+    agent: StrategyState | None = None
+    """The strategy's state of this episode (set at reset)."""
 
     def finish(self, stop_reason: str, *, truncated: bool = False, terminated: bool = False) -> None:
         self.done = True
@@ -157,6 +172,7 @@ class RolloutEngine:
         self.config = config or EngineConfig()
         self.prompt = prompt or get_prompt(pool.family)
         self.fmt = ChatFormat(backend.tokenizer) if backend.token_level else None
+        self.strategy = get_strategy(self.config.strategy)
         self.stats = EngineStats()
         self._on_finish: Callable[[Trajectory], None] | None = None
 
@@ -296,13 +312,18 @@ class RolloutEngine:
             except Exception as exc:  # noqa: BLE001
                 ep.fail(_reason("available actions", exc, cfg.env_timeout_s))
                 return
-        messages = self.prompt.initial_messages(observation)
+        messages = self.strategy.initial_messages(self.prompt, observation)
+        ep.agent = self.strategy.start(self.prompt)
+        ep.agent.last_observation = observation
         ep.conv = TokenConversation(self.fmt, messages) if self.fmt else MessageConversation(messages)
 
     def _request(self, ep: Episode) -> GenerationRequest | None:
         """The episode's next turn to generate, its `max_tokens` lowered to what is left of the
         response budget; None when nothing is left (the episode ends, truncated)."""
         assert ep.conv is not None
+        cfg = self.config
+        if self.bounded:
+            ep.conv.bound(cfg.context_max_turns_kept, cfg.context_max_tokens)
         close = len(self.fmt.close_ids) if self.fmt else 0
         budget = self.config.max_response_length - ep.conv.response_length - close
         if self.backend.token_level and budget < 1:
@@ -310,7 +331,7 @@ class RolloutEngine:
             return None
         return GenerationRequest(
             token_ids=list(ep.conv.token_ids),
-            messages=list(ep.conv.messages),
+            messages=ep.conv.context_messages,
             max_tokens=min(ep.max_tokens or self.config.max_tokens, self.config.max_tokens, budget),
             cache_key=ep.index,
         )
@@ -326,11 +347,17 @@ class RolloutEngine:
         self.stats.turns += 1
         content = ep.conv.add_assistant(result.token_ids, result.logprobs, result.finish_reason, result.text)
         ep.traj.num_turns += 1
-        parsed = self.prompt.parse_action(content)
+        assert ep.agent is not None
+        turn = ep.agent.read(content)
+        if turn.is_plan:  # no env step: reward 0, not invalid, the state it was sampled in
+            record_turn(ep.traj, 0.0)
+            self._after_turn(ep, ep.agent.next_observation(turn.feedback))
+            return None
+        parsed = self.prompt.parse_action(turn.text)
         if parsed.action is None:
             ep.parse_errors += 1
             record_turn(ep.traj, 0.0, invalid=True)
-            self._after_turn(ep, str(parsed.error))
+            self._after_turn(ep, ep.agent.next_observation(str(parsed.error), failed=True))
         return parsed.action
 
     def _take_outcome(self, ep: Episode, outcome: StepResult | str) -> None:
@@ -352,7 +379,8 @@ class RolloutEngine:
             ep.observation = outcome.observation
             ep.finish("env_truncated", truncated=True)
         else:  # the turn cap is counted here only: on its turn it is the stop reason
-            self._after_turn(ep, outcome.observation)
+            assert ep.agent is not None
+            self._after_turn(ep, ep.agent.next_observation(outcome.observation, info=outcome.info))
 
     async def _step(self, ep: Episode, action: str) -> StepResult | str:
         assert ep.env is not None
@@ -406,17 +434,39 @@ class RolloutEngine:
         traj.meta["parse_errors"] = ep.parse_errors
         traj.meta["logprob_temperature"] = self.sampling.reported_temperature
         traj.meta["final_observation"] = ep.observation
+        if ep.agent is not None:
+            traj.meta.update(ep.agent.meta())
         if conv is None:
             return
         traj.messages = conv.messages
         traj.token_ids, traj.loss_mask, traj.logprobs = conv.token_ids, conv.loss_mask, conv.logprobs
         traj.prompt_length, traj.turn_ends = conv.prompt_length, conv.turn_ends
         traj.meta["sampled_tokens"] = conv.sampled_tokens
+        if self.bounded:  # the first context window here, the later ones as segments
+            windows = conv.all_windows()
+            if windows:
+                first = windows[0]
+                traj.token_ids, traj.loss_mask, traj.logprobs = (
+                    first["token_ids"],
+                    first["loss_mask"],
+                    first["logprobs"],
+                )
+                traj.prompt_length, traj.turn_ends = first["prompt_length"], first["turn_ends"]
+                traj.segments = windows[1:]
+            traj.meta["context_tokens"] = conv.context_tokens
 
     # ------------------------------------------------------------------ helpers
 
+    @property
+    def bounded(self) -> bool:
+        """Bounded context is on (`context_max_turns_kept` or `context_max_tokens` set)."""
+        cfg = self.config
+        return cfg.context_max_turns_kept is not None or cfg.context_max_tokens is not None
+
     def _cap(self, ep: Episode) -> int:
-        return ep.traj.max_turns or self.config.max_turns
+        """The episode's turn cap, plus its plan turns (which do not count against it)."""
+        free = ep.agent.free_turns if ep.agent is not None else 0
+        return (ep.traj.max_turns or self.config.max_turns) + free
 
     @property
     def sampling(self) -> SamplingParams:

@@ -85,6 +85,10 @@ class Trajectory:
     """Training steps whose update the sampling weights include (the learner's step when they were
     copied); a trainer rollout of step s has `s - policy_version` <= `rollout.max_staleness`."""
     meta: dict[str, Any] = field(default_factory=dict)
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    """Bounded context only (`agent.context`): the later context windows of the episode, each
+    `{token_ids, loss_mask, logprobs, prompt_length, turn_ends}` as the model saw it; the token
+    fields above are the first window. Empty (and not written) when nothing was dropped."""
 
     def __post_init__(self) -> None:
         for name in PER_TURN:
@@ -108,7 +112,10 @@ class Trajectory:
         return len(self.token_ids) - self.prompt_length
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        record = asdict(self)
+        if not record["segments"]:
+            del record["segments"]  # records without bounded context stay as they were
+        return record
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
@@ -149,6 +156,84 @@ def record_turn(
 
 VIEW_KEYS = ("grid", "screenshot")
 """`info` keys that describe what the agent saw, copied into `meta["views"]` (see above)."""
+
+
+PER_TURN_SKIP = frozenset({"messages", "token_ids", "loss_mask", "logprobs", "turn_ends", "segments"})
+
+
+def training_rows(traj: Trajectory) -> list[Trajectory]:
+    """The rows one episode trains as: itself, or with bounded context one per context window.
+
+    Row `w` has window `w`'s token fields and turn ends, the slice of every per-turn list
+    (`turn_rewards` and any other list field with one entry per turn) for its turns, and the
+    episode's group and sample index. The outcome (`success`, `score`, `reward`, `terminated`,
+    `truncated`) sits on the last row only, so it lands on the episode's last sampled token and
+    the rows' rewards add up to the episode's; `failed` is on every row."""
+    if not traj.segments:
+        return [traj]
+    windows = [
+        {
+            "token_ids": traj.token_ids,
+            "loss_mask": traj.loss_mask,
+            "logprobs": traj.logprobs,
+            "prompt_length": traj.prompt_length,
+            "turn_ends": traj.turn_ends,
+        },
+        *traj.segments,
+    ]
+    per_turn = [
+        f.name
+        for f in fields(Trajectory)
+        if f.name not in PER_TURN_SKIP
+        and isinstance(getattr(traj, f.name), list)
+        and len(getattr(traj, f.name)) == traj.num_turns
+    ]
+    rows, first = [], 0
+    for w, window in enumerate(windows):
+        last = w == len(windows) - 1
+        n = len(window["turn_ends"])
+        row = Trajectory(
+            item_id=traj.item_id,
+            category=traj.category,
+            success=traj.success and last,
+            score=traj.score if last else 0.0,
+            reward=traj.reward if last else 0.0,
+            num_turns=n,
+            terminated=traj.terminated and last,
+            truncated=traj.truncated and last,
+            failed=traj.failed,
+            fail_reason=traj.fail_reason,
+            token_ids=list(window["token_ids"]),
+            loss_mask=list(window["loss_mask"]),
+            logprobs=list(window["logprobs"]),
+            prompt_length=int(window["prompt_length"]),
+            turn_ends=list(window["turn_ends"]),
+            max_turns=traj.max_turns,
+            seed=traj.seed,
+            group_id=traj.group_id,
+            sample_index=traj.sample_index,
+            meta={"window": w, "windows": len(windows)},
+        )
+        for name in per_turn:
+            setattr(row, name, list(getattr(traj, name)[first : first + n]))
+        rows.append(row)
+        first += n
+    return rows
+
+
+def context_tokens(traj: Trajectory) -> list[int]:
+    """Tokens of the context each turn was sampled from (`meta["context_tokens"]` when the
+    rollout recorded them, else read off the token fields: where each turn's sampled run begins)."""
+    recorded = traj.meta.get("context_tokens")
+    if isinstance(recorded, list):
+        return [int(x) for x in recorded]
+    out = []
+    for end in traj.turn_ends:
+        start = end
+        while start > 0 and traj.loss_mask[start - 1] == 1:
+            start -= 1
+        out.append(start)
+    return out
 
 
 def record_view(traj: Trajectory, info: dict[str, Any]) -> None:

@@ -4,6 +4,12 @@ All tensors are `(B, T)` over the whole conversation, right-padded to the longes
 attention mask comes from each row's length, never from comparing ids with the pad id
 (SmolLM2's pad token is its end-of-turn token, which also appears inside conversations).
 
+Bounded context (`agent.context`): an episode whose context dropped turns trains as one row per
+context window (`horizonrl.rollout.trajectory.training_rows`), each the exact ids the model saw;
+its rows share `episode_ids`. `episode_advantages` then gives a group-relative estimator (GRPO,
+RLOO) one score per episode (the sum of its rows' rewards: the outcome on the episode's last
+sampled token) and puts the episode's advantage on every sampled token of each of its rows.
+
 Logprob alignment: `logprobs[:, t]` is the logprob of token `t` given tokens `< t`, so every
 per-token tensor lines up with `input_ids` and `loss_mask` (position 0 is always a prompt token).
 """
@@ -15,7 +21,7 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-from horizonrl.algos.advantages import TurnSteps
+from horizonrl.algos.advantages import AdvantageParams, Estimator, TurnSteps
 from horizonrl.rollout.trajectory import Trajectory
 
 Tensor = torch.Tensor
@@ -37,6 +43,7 @@ class Batch:
     truncated: Tensor | None = None  # (B,) bool: cut by a turn/length cap, not ended by the env
     advantages: Tensor | None = None  # (B, T)
     returns: Tensor | None = None  # (B, T)
+    episode_ids: Tensor | None = None  # (B,) long: rows of one episode (bounded context) share one
 
     @property
     def size(self) -> int:
@@ -85,6 +92,7 @@ def collate(trajectories: Sequence[Trajectory]) -> Batch:
         logprobs[i, :n] = torch.tensor([lp if lp is not None else 0.0 for lp in traj.logprobs])
     loss_mask[:, 0] = 0  # nothing predicts the first token
     groups = {g: k for k, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))}
+    episodes = {e: k for k, e in enumerate(dict.fromkeys((t.group_id, t.sample_index) for t in trajectories))}
     return Batch(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -93,6 +101,7 @@ def collate(trajectories: Sequence[Trajectory]) -> Batch:
         group_ids=torch.tensor([groups[t.group_id] for t in trajectories], dtype=torch.long),
         prompt_lengths=torch.tensor([max(t.prompt_length, 1) for t in trajectories], dtype=torch.long),
         truncated=torch.tensor([t.truncated and not t.terminated for t in trajectories], dtype=torch.bool),
+        episode_ids=torch.tensor([episodes[(t.group_id, t.sample_index)] for t in trajectories]),
     )
 
 
@@ -122,6 +131,32 @@ def turn_steps(loss_mask: Tensor, trajectories: Sequence[Trajectory]) -> TurnSte
         )
         state_ids[i] = torch.where(sampled, per_turn[k.clamp(max=len(ends) - 1)], -1)
     return TurnSteps(turn_index=turn_index, state_ids=state_ids)
+
+
+def is_segmented(batch: Batch) -> bool:
+    """Some episode of the batch has several rows (bounded context)."""
+    ids = batch.episode_ids
+    return ids is not None and bool(ids.numel()) and int(ids.max()) + 1 < batch.size
+
+
+def episode_advantages(
+    estimator: Estimator, token_rewards: Tensor, batch: Batch, params: AdvantageParams
+) -> tuple[Tensor, Tensor]:
+    """A group-relative `estimator` over one score per episode, broadcast to its rows' sampled tokens."""
+    if not estimator.group_relative or estimator.step_level:
+        raise ValueError(
+            "bounded context (agent.context) splits episodes into several rows; their advantages "
+            "need an episode-level group estimator (grpo, rloo), not one that reads per-token returns "
+            "or per-turn states"
+        )
+    assert batch.episode_ids is not None
+    ids, mask = batch.episode_ids, batch.loss_mask
+    n = int(ids.max()) + 1
+    totals = torch.zeros(n, dtype=token_rewards.dtype).index_add_(0, ids, (token_rewards * mask).sum(-1))
+    groups = torch.zeros(n, dtype=torch.long).scatter_(0, ids, batch.group_ids)
+    adv, ret = estimator(totals[:, None], torch.ones(n, 1, dtype=torch.long), None, groups, params)
+    m = mask.to(token_rewards.dtype)
+    return adv[ids, 0][:, None] * m, ret[ids, 0][:, None] * m
 
 
 def micro_batches(batch: Batch, rows: Sequence[int], size: int) -> Iterator[tuple[list[int], Batch]]:

@@ -42,18 +42,21 @@ def engine_config(
     """The engine settings of one trainer rollout: `cfg.eval`'s for an eval (`greedy`; the settings
     `horizonrl eval` uses too), else `cfg.rollout`'s, with their logprob temperature; `max_tokens`
     (the token schedule's largest cap of the step) replaces `rollout.max_tokens`."""
-    shown = cfg.agent.show_available_actions
+    agent = {
+        "show_available_actions": cfg.agent.show_available_actions,
+        "strategy": cfg.agent.strategy,
+        "context_max_turns_kept": cfg.agent.context.max_turns_kept,
+        "context_max_tokens": cfg.agent.context.max_tokens,
+    }
     if greedy:
-        return EngineConfig.of(
-            cfg.eval, max_turns=max_turns, progress=cfg.logging.console, show_available_actions=shown
-        )
+        return EngineConfig.of(cfg.eval, max_turns=max_turns, progress=cfg.logging.console, **agent)
     settings = cfg.rollout if max_tokens is None else replace(cfg.rollout, max_tokens=max_tokens)
     return EngineConfig.of(
         settings,
         max_turns=max_turns,
         progress=cfg.logging.console,
         logprob_temperature=cfg.logprob_temperature,
-        show_available_actions=shown,
+        **agent,
     )
 
 

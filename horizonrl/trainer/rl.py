@@ -38,8 +38,8 @@ from horizonrl.algos.advantages import EstimatorParams, bootstrap_truncated, get
 from horizonrl.algos.kl import kl_estimate
 from horizonrl.algos.losses import kl_reward_penalty
 from horizonrl.config import Config
-from horizonrl.rollout.trajectory import Trajectory, write_jsonl
-from horizonrl.trainer.batch import Batch, collate, turn_steps
+from horizonrl.rollout.trajectory import Trajectory, context_tokens, training_rows, write_jsonl
+from horizonrl.trainer.batch import Batch, collate, episode_advantages, is_segmented, turn_steps
 from horizonrl.trainer.data import make_item_sampler
 from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.episodes import Episode, Rollout
@@ -195,6 +195,7 @@ class RLTrainer(TrainingRun):
                     cap, episodes, trajectories, rollout_stats = producer.take(self.step)
                 with timer("score"):
                     kept, select_stats = select_for_update(trajectories, cfg)
+                    kept = [row for t in kept for row in training_rows(t)]  # bounded context: per window
                     batch = self.learner.score(collate(kept)) if kept else None
                 with timer("advantages"):
                     batch, adv_stats = self.advantages(batch, kept)
@@ -309,7 +310,10 @@ class RLTrainer(TrainingRun):
             all_turns = sum(len(t.turn_rewards) for t in trajectories)
             stats["adv/step_groups_frac"] = sum(n for n in members if n > 1) / max(1, all_turns)
         params = EstimatorParams.of(a, turns)
-        advantages, returns = estimator(rewards, batch.loss_mask, batch.values, batch.group_ids, params)
+        if is_segmented(batch):  # bounded context: the episode's advantage on each of its rows
+            advantages, returns = episode_advantages(estimator, rewards, batch, params)
+        else:
+            advantages, returns = estimator(rewards, batch.loss_mask, batch.values, batch.group_ids, params)
         valid = advantages[batch.loss_mask.bool()]
         stats["advantages/mean"] = float(valid.mean()) if valid.numel() else 0.0
         stats["advantages/abs_mean"] = float(valid.abs().mean()) if valid.numel() else 0.0
@@ -329,6 +333,8 @@ class RLTrainer(TrainingRun):
         played = [t for t in trajectories if not t.failed]
         p = max(1, len(played))
         turns = [t.num_turns for t in trajectories]
+        contexts = [c for t in trajectories for c in context_tokens(t)]  # per turn (bounded context)
+        rows = [row for t in trajectories for row in training_rows(t)]  # one per context window
         trained_tokens = (
             0 if batch is None else int(batch.attention_mask.sum()) * self.cfg.algorithm.ppo_epochs
         )
@@ -342,7 +348,9 @@ class RLTrainer(TrainingRun):
             "schedule/max_turns": float(cap),
             "schedule/max_cap_used": float(max((e.max_turns for e in episodes), default=0)),
             "response_length/mean": sum(t.response_length for t in trajectories) / n,
-            "sampled_tokens/total": float(sum(sum(t.loss_mask) for t in trajectories)),
+            "context/tokens_mean": sum(contexts) / max(1, len(contexts)),
+            "context/tokens_max": float(max(contexts, default=0)),
+            "sampled_tokens/total": float(sum(sum(r.loss_mask) for r in rows)),
             "throughput/tokens_per_s": trained_tokens / max(timer.seconds.get("update", 0.0), 1e-9),
             **stats,
             **{f"time/{name}": seconds for name, seconds in timer.seconds.items()},

@@ -140,6 +140,7 @@ def evaluate_policy(
         by_family[parse_item_id(traj.item_id)[0]].append(traj)
     blocks = {f: eval_summary(trajs, get_family(f).categories) for f, trajs in by_family.items() if trajs}
     settings = {k: v for k, v in config_dict(cfg)["eval"].items() if k not in ("every", "at_end")}
+    settings["strategy"] = cfg.agent.strategy
     report = combine(blocks, model=cfg.model.path, split=split, k=e.n, settings=settings)
     tokens = sum(sum(t.loss_mask) for t in trajectories)
     report["step"] = step

@@ -60,7 +60,7 @@ def token_stats_rows(
     batch: Batch, kept: list[Trajectory], saved: list[Trajectory], kl_estimator: str
 ) -> list[dict[str, object]]:
     """One row per batch row (`kept[i]` is row i); `index` is its position in `saved`."""
-    position = {id(t): i for i, t in enumerate(saved)}
+    position = {(t.group_id, t.sample_index): i for i, t in enumerate(saved)}  # rows of one episode
     fields: dict[str, torch.Tensor | None] = {
         "advantages": batch.advantages,
         "old_logprobs": batch.old_logprobs,
@@ -76,12 +76,14 @@ def token_stats_rows(
         length = len(traj.token_ids)
         mask = batch.loss_mask[i, :length].bool()  # (L,)
         row: dict[str, object] = {
-            "index": position[id(traj)],
+            "index": position[(traj.group_id, traj.sample_index)],
             "item_id": traj.item_id,
             "group_id": traj.group_id,
             "sample_index": traj.sample_index,
             "spans": _spans(mask.long().tolist()),
         }
+        if "window" in traj.meta:  # bounded context: which context window of the episode
+            row["window"] = traj.meta["window"]
         for name, tensor in fields.items():
             if tensor is not None:
                 row[name] = _rounded(tensor[i, :length][mask])

@@ -41,6 +41,15 @@ def _prompt(family: str) -> Any:
         return None
 
 
+def _strategy_instruction(meta: Any) -> str:
+    """The instruction the episode's agent strategy added to the first user message, if any."""
+    from horizonrl.agent.strategies import STRATEGIES
+
+    name = meta.get("strategy") if isinstance(meta, dict) else None
+    strategy = STRATEGIES.get(str(name)) if name else None
+    return strategy.instruction if strategy is not None else ""
+
+
 def split_response(text: str, style: str = "react") -> dict[str, Any]:
     """`{"thought", "action", "parse_error"}` of one assistant message."""
     parsed = parse_react(text, style=style)  # the family's own parser: what the env was sent
@@ -71,6 +80,10 @@ def turns_of(record: dict[str, Any]) -> dict[str, Any]:
         if prompt is not None and observation.startswith(prompt.instruction):
             instruction = prompt.instruction
             observation = observation[len(prompt.instruction) :].lstrip("\n")
+            extra = _strategy_instruction(record.get("meta"))
+            if extra and observation.startswith(extra):  # the strategy's own instruction
+                instruction = f"{instruction}\n\n{extra}"
+                observation = observation[len(extra) :].lstrip("\n")
 
     turns: list[dict[str, Any]] = []
     pending: list[str] = []  # user messages seen since the last assistant message
@@ -105,9 +118,28 @@ def turns_of(record: dict[str, Any]) -> dict[str, Any]:
     views = meta.get("views") if isinstance(meta, dict) else None
     for turn in turns:
         turn["view"] = view_at(views, turn["turn"])
+    mark_strategy_turns(turns, meta if isinstance(meta, dict) else {})
     return {"system": system, "instruction": instruction, "first_observation": observation if not turns
             else turns[0]["observation"], "turns": turns, "final_observation": final,
             "final_view": view_at(views, len(turns))}  # fmt: skip
+
+
+def mark_strategy_turns(turns: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    """Tag each turn with `kind` ("plan" for a plan turn, else "act"), the `plan` steps it wrote
+    and its `reflection` (the agent strategy's log in `meta`, see `horizonrl.agent.strategies`)."""
+    plan_turns = {int(k) for k in meta.get("plan_turns") or [] if isinstance(k, int)}
+    plans = {int(p["turn"]): p.get("steps") for p in meta.get("plans") or [] if isinstance(p, dict)}
+    notes = {int(r["turn"]): r.get("text") for r in meta.get("reflections") or [] if isinstance(r, dict)}
+    for turn in turns:
+        k = turn["turn"]
+        turn["kind"] = "plan" if k in plan_turns else "act"
+        turn["plan"] = plans.get(k)
+        turn["reflection"] = notes.get(k)
+        if turn["reflection"] is not None:  # the thought is what follows the reflection line
+            turn["thought"] = re.sub(r"^\s*reflection\s*[:：].*\n?", "", turn["thought"], count=1, flags=re.I)
+            turn["thought"] = _THOUGHT_PREFIX.sub("", turn["thought"], count=1).strip()
+        if turn["kind"] == "plan":  # no env step: nothing was parsed as an action
+            turn["action"], turn["parse_error"], turn["thought"] = None, None, ""
 
 
 def view_at(views: Any, turns_played: int) -> dict[str, Any] | None:

@@ -47,3 +47,32 @@ def test_thought_is_the_text_before_the_action():
     assert parts == {"thought": "the key is north.", "action": "go to key 1", "parse_error": None}
     web = split_response("Thought: open it\nAction: ```click [12]```", "backticks")
     assert web["action"] == "click [12]" and web["thought"] == "open it"
+
+
+def test_plan_turns_and_reflections_are_shown_as_such():
+    from horizonrl.agent.strategies import PLAN_INSTRUCTION
+
+    prompt = get_prompt("textcraft")
+    record = {
+        "item_id": "textcraft_1",
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": f"{prompt.instruction}\n\n{PLAN_INSTRUCTION}\n\nGoal: stick"},
+            {"role": "assistant", "content": "Plan:\n1. get logs\n2. craft"},
+            {"role": "user", "content": "Plan noted."},
+            {"role": "assistant", "content": "Reflection: wrong.\nThought: t\nAction: get 1 oak logs"},
+        ],
+        "turn_rewards": [0.0, 0.0],
+        "meta": {
+            "strategy": "plan",
+            "plan_turns": [0],
+            "plans": [{"turn": 0, "steps": ["get logs", "craft"]}],
+            "reflections": [{"turn": 1, "text": "wrong."}],
+        },
+    }
+    replay = turns_of(record)
+    assert replay["turns"][0]["observation"] == "Goal: stick"
+    plan, act = replay["turns"]
+    assert plan["kind"] == "plan" and plan["plan"] == ["get logs", "craft"] and plan["action"] is None
+    assert act["kind"] == "act" and act["action"] == "get 1 oak logs" and act["reflection"] == "wrong."
+    assert act["thought"] == "t"

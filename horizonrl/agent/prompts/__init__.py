@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from horizonrl.agent.parsing import ParsedAction, parse_react
+from horizonrl.agent.parsing import BACKTICKS_HINT, REACT_HINT, TAGS_HINT, ParsedAction, parse_react
 from horizonrl.envs.registry import get_family
 
 PROMPT_MODULES: dict[str, str] = {
@@ -74,6 +74,11 @@ class FamilyPrompt:
         if self.action_style == "backticks":
             return f"Thought: {thought}\nAction: ```{action}```"
         return f"Thought: {thought}\nAction: {action}"
+
+    @property
+    def format_hint(self) -> str:
+        """One sentence on how a response is written (the parse errors' hint)."""
+        return {"tags": TAGS_HINT, "backticks": BACKTICKS_HINT}.get(self.action_style, REACT_HINT)
 
     def parse_action(self, text: str) -> ParsedAction:
         return parse_react(text, style=self.action_style)

@@ -240,15 +240,19 @@ async function showReplay(runId, source, index, params) {
   let pos = Number.isInteger(start) ? start : 0;
   const shot = (key) => `/api/runs/${enc(runId)}/trajectories/${enc(source)}/${index}/screenshot/${key}`;
   const cards = rp.turns.map((turn) => h("section", { class: "turn card" },
-    h("div", { class: "turn-head" }, h("b", {}, `Turn ${turn.turn + 1}`),
+    h("div", { class: "turn-head" }, h("b", {}, `Turn ${turn.turn + 1}`), turn.kind === "plan" ? badge("plan", "dim") : null,
       turn.reward === null ? null : badge(`reward ${num(turn.reward, 4)}`, turn.reward > 0 ? "ok" : "dim")),
-    envView(turn.view, shot), block("observation", turn.observation, "obs"), block("thought", turn.thought, "thought"),
-    turn.action !== null ? block("action", turn.action, "action") : block("no action parsed", turn.parse_error || turn.response, "bad"),
+    envView(turn.view, shot), block("observation", turn.observation, "obs"),
+    turn.plan ? block(turn.kind === "plan" ? "plan" : "revised plan", turn.plan.map((p, i) => `${i + 1}. ${p}`).join("\n"), "thought") : null,
+    turn.reflection ? block("reflection", turn.reflection, "thought") : null,
+    turn.kind === "plan" ? (turn.plan ? null : block("plan (not parsed)", turn.response, "bad")) : block("thought", turn.thought, "thought"),
+    turn.kind === "plan" ? null : turn.action !== null ? block("action", turn.action, "action") : block("no action parsed", turn.parse_error || turn.response, "bad"),
     h("details", {}, h("summary", {}, "raw response"), h("pre", {}, turn.response))));
   const final = h("section", { class: "turn card final" }, h("div", { class: "turn-head" }, h("b", {}, "End"), outcome(t)),
     envView(rp.final_view, shot), block("final observation", rp.final_observation, "obs"),
     h("p", {}, `score ${num(t.score)} · total reward ${num(t.reward)} · ${t.num_turns} turns`,
-      t.max_turns ? ` (cap ${t.max_turns})` : "", t.meta && t.meta.stop_reason ? ` · stop: ${t.meta.stop_reason}` : ""),
+      t.max_turns ? ` (cap ${t.max_turns})` : "", t.meta && t.meta.stop_reason ? ` · stop: ${t.meta.stop_reason}` : "",
+      t.meta && t.meta.strategy ? ` · strategy: ${t.meta.strategy}` : ""),
     t.fail_reason ? block("fail reason", t.fail_reason, "bad") : null);
   const all = [...cards, final];
   const counter = h("span", { class: "counter" });
