@@ -125,6 +125,21 @@ def test_kept_are_the_explored_successes_counted_per_family(tmp_path, keep):
     assert row["agentevol/set_size"] == 2 + len(kept)
 
 
+def test_learn_from_initial_restarts_each_learn_phase_from_the_starting_weights(tmp_path):
+    path, _ = demo_file(tmp_path, n=2)
+    moved = {}
+    for start in ("initial", "continued"):
+        extra = [f"agentevol.learn_from={start}", "agentevol.sft_steps=1", "eval.at_end=false"]
+        trainer = AgentEvolTrainer(_cfg(path, tmp_path / start, 1, extra), rollout=ScriptedRollout())
+        if start == "initial":
+            w0 = trainer.initial  # the weights the run started with (both runs: the same seed)
+        trainer.fit()
+        w = trainer._actor().state_dict()
+        moved[start] = sum(float((w[k].float() - w0[k].float()).norm() ** 2) for k in w0) ** 0.5
+    # initial: one Adam step (fresh moments) away from the start; continued: 2 BC steps + 1 further
+    assert 0 < moved["initial"] < 0.7 * moved["continued"]
+
+
 class Interrupted(Exception):
     pass
 
