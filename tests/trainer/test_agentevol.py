@@ -16,6 +16,7 @@ from horizonrl.cli import main
 from horizonrl.config import ConfigError, load_config
 from horizonrl.rollout.trajectory import read_jsonl, write_jsonl
 from horizonrl.trainer.agentevol import AgentEvolTrainer
+from horizonrl.trainer.sft import SFTTrainer
 from tests.trainer.conftest import ScriptedRollout
 from tests.trainer.test_sft import TINY, demo_file, metric_rows
 
@@ -185,6 +186,21 @@ def test_resume_in_the_middle_of_an_iteration_equals_uninterrupted(tmp_path, at)
             for r in ("straight", "resumed")
         ]
         assert [t.token_ids for t in same[0]] == [t.token_ids for t in same[1]]
+
+
+def test_the_imitation_phase_is_sft_on_the_seed_set(tmp_path):
+    """BC = `horizonrl sft` on the same files for `bc_steps` steps (same batches, same weights), so
+    an SFT-alone baseline of the same steps is the run's own `eval/bc` point."""
+    path, _ = demo_file(tmp_path, n=4)
+    StopsAfterSaving.at = ("explore", 2, 0)  # the checkpoint after BC
+    evol = _cfg(path, tmp_path / "evol", 1, ["eval.at_end=false"])
+    with pytest.raises(Interrupted):
+        StopsAfterSaving(evol, rollout=ScriptedRollout()).fit()
+    sft = [*TINY, f"data.train_files=[{path}]", f"trainer.output_dir={tmp_path / 'sft'}"]
+    sft += ["algorithm.name=sft", "trainer.total_steps=2", "data.batch_size=2", "sft.max_length=300"]
+    SFTTrainer(load_config("configs/agentevol.yaml", [*sft, "eval.at_end=false"])).fit()
+    a, b = (load_file(tmp_path / r / "checkpoints/step_2/model/model.safetensors") for r in ("evol", "sft"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_cli_with_the_real_engine_on_two_families(tmp_path):
