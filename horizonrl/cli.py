@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("train", "horizonrl.trainer.main:train_main", "train with the algorithm in CONFIG"),
         ("sft", "horizonrl.trainer.main:sft_main", "supervised fine-tuning on trajectory files"),
         ("dpo", "horizonrl.trainer.main:dpo_main", "DPO on pairs of trajectories"),
-        ("agentevol", "horizonrl.trainer.main:agentevol_main", "AgentEvol: explore, keep, SFT"),
+        ("agentevol", "horizonrl.trainer.main:agentevol_main", "AgentEvol: imitate, explore, keep, learn"),
     ):
         p = sub.add_parser(name, help=what)
         p.add_argument("config", help="YAML config file")

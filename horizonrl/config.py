@@ -648,18 +648,42 @@ class DPOConfig:
 
 @dataclass(frozen=True)
 class AgentEvolConfig:
+    order: str = "imitate_first"
+    """`imitate_first` (the paper's): `bc_steps` SFT steps on the seed set, then the iterations;
+    `explore_first`: the iterations only, the first exploring with the model as loaded."""
+    bc_steps: int = 10
+    """Behavioural-cloning SFT steps on the seed set before iteration 1 (`imitate_first`)."""
     iterations: int = 3
-    """Explore -> keep successes -> SFT rounds."""
+    """Explore -> keep -> learn rounds."""
     explore_items: int = 16
-    """Train items rolled out per iteration (`rollout.n` samples each, at `rollout.temperature`)."""
+    """Train items of EACH family rolled out per iteration (`rollout.n` samples each, at
+    `rollout.temperature`)."""
     max_turns: int | None = None
     """Turn cap while exploring (None: the schedule's last cap)."""
+    keep: str = "success"
+    """`success`: every successful sample; `best_per_item`: the highest-scoring success of each item."""
     sft_steps: int = 10
-    """SFT steps on the grown set per iteration (`sft.batch_size` or `data.batch_size` each)."""
+    """SFT steps on seed set + kept per iteration (`sft.batch_size` or `data.batch_size` each)."""
+    learn_from: str = "continued"
+    """`continued`: each learn phase goes on from the current weights; `initial`: from the weights
+    the run started with (the paper's choice; optimizer moments cleared too)."""
 
     def __post_init__(self) -> None:
+        _one_of("agentevol.order", self.order, AGENTEVOL_ORDERS)
+        _one_of("agentevol.keep", self.keep, AGENTEVOL_KEEP)
+        _one_of("agentevol.learn_from", self.learn_from, AGENTEVOL_LEARN_FROM)
         _check(self.iterations >= 1, "agentevol.iterations must be >= 1")
         _check(self.explore_items >= 1 and self.sft_steps >= 1, "agentevol.explore_items/sft_steps >= 1")
+        _check(
+            self.bc_steps >= 1 or self.order != "imitate_first",
+            f"agentevol.bc_steps must be >= 1 with order imitate_first, got {self.bc_steps} "
+            "(to explore with the model as loaded, set agentevol.order=explore_first)",
+        )
+
+
+AGENTEVOL_ORDERS = ("imitate_first", "explore_first")
+AGENTEVOL_KEEP = ("success", "best_per_item")
+AGENTEVOL_LEARN_FROM = ("continued", "initial")
 
 
 RAY_MODES = ("auto",)

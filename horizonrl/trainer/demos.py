@@ -7,7 +7,9 @@ so `horizonrl train configs/quickstart.yaml` works without running `solve` first
 
 The family of a file is the one its name starts with (`textcraft_train.jsonl`), else the
 config's only `data.families` entry; the split is the one its name ends with
-(`<family>_<split>.jsonl`), else `data.split`. A file whose family cannot be told, or
+(`<family>_<split>.jsonl`), else `data.split`; a name ending in a count (`babyai_train_80.jsonl`)
+holds the first that many items of the split, as `horizonrl solve ... --limit 80` writes them
+(BabyAI's train split has 40,000 items). A file whose family cannot be told, or
 whose family has no expert, stops the run with the `solve` command to run instead; so does
 any missing file of a DPO run (its pairs need failed trajectories too, which demos lack).
 """
@@ -21,9 +23,12 @@ from horizonrl.envs.registry import FamilySpec, family_names, get_family
 from horizonrl.eval.solve import solve_split
 
 
-def demo_source(path: Path, cfg: Config) -> tuple[FamilySpec, str]:
-    """`(family, split)` whose expert demos `path` should hold; `ValueError` saying why not."""
+def demo_source(path: Path, cfg: Config) -> tuple[FamilySpec, str, int | None]:
+    """`(family, split, limit)` whose expert demos `path` should hold; `ValueError` saying why not."""
     stem = path.name.removesuffix(".jsonl")
+    head, _, tail = stem.rpartition("_")
+    limit = int(tail) if head and tail.isdigit() and int(tail) > 0 else None
+    stem = head if limit else stem
     named = [f for f in family_names() if stem == f or stem.startswith(f"{f}_")]
     if named:
         family = max(named, key=len)
@@ -37,7 +42,7 @@ def demo_source(path: Path, cfg: Config) -> tuple[FamilySpec, str]:
     if spec.make_expert is None:
         raise ValueError(f"family {family!r} has no scripted expert")
     split = stem.removeprefix(f"{family}_")
-    return spec, split if split in spec.splits() else cfg.data.split
+    return spec, split if split in spec.splits() else cfg.data.split, limit
 
 
 def ensure_demos(cfg: Config) -> list[Path]:
@@ -58,13 +63,14 @@ def ensure_demos(cfg: Config) -> list[Path]:
                 f"horizonrl {name}: trajectory file {path} not found; expert demos are made with "
                 f"`horizonrl solve FAMILY --split train --out {path}` (not made here: {why})"
             ) from None
-    for path, spec, split in plan:
-        trajectories = solve_split(spec, split, out=path, env_kwargs=dict(cfg.env.kwargs.get(spec.name, {})))
+    for path, spec, split, limit in plan:
+        env_kwargs = dict(cfg.env.kwargs.get(spec.name, {}))
+        trajectories = solve_split(spec, split, limit=limit, out=path, env_kwargs=env_kwargs)
         solved = sum(t.success for t in trajectories)
         print(
             f"horizonrl {name}: {path} was missing; wrote {len(trajectories)} expert demos of "
             f"{spec.name}/{split} there ({solved} solved), as `horizonrl solve {spec.name} --split {split} "
-            f"--out {path}` does",
+            f"{f'--limit {limit} ' if limit else ''}--out {path}` does",
             flush=True,
         )
-    return [path for path, _, _ in plan]
+    return [path for path, *_ in plan]

@@ -72,3 +72,10 @@ def test_training_run_makes_missing_demos_first(tmp_path, monkeypatch):
     monkeypatch.setattr(demos, "ensure_demos", fake_ensure_demos)
     with pytest.raises(Reached):
         run(_cfg(f"data.train_files=[{tmp_path / 'textcraft_train.jsonl'}]"))
+
+
+def test_a_count_at_the_end_of_the_name_limits_the_items(tmp_path, capsys):
+    path = tmp_path / "babyai_train_3.jsonl"  # BabyAI's train split has 40,000 items
+    assert ensure_demos(_cfg(f"data.train_files=[{path}]", "data.families=[textcraft,babyai]")) == [path]
+    assert [t.item_id for t in iter_jsonl(path)] == ["babyai_0", "babyai_1", "babyai_2"]
+    assert "--split train --limit 3 --out" in capsys.readouterr().out

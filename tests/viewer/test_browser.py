@@ -136,6 +136,32 @@ def test_a_single_eval_point_gets_a_sane_axis(page):
     assert float(turns[0]) >= 0 and float(turns[-1]) <= 5
 
 
+def test_per_family_counts_share_one_chart(root, page, tmp_path):
+    """An AgentEvol run over two families: `agentevol/kept` and `eval/success` are each drawn with
+    one line for the run's total and one per family, named in the legend."""
+    run = root / "evol"
+    run.mkdir(exist_ok=True)
+    (run / "config.yaml").write_text("algorithm:\n  name: agentevol\n")
+    lines = [{"step": 3, "eval/success": 0.25, "eval/success/textcraft": 0.5, "eval/success/babyai": 0.0}]
+    for step, (tc, ba) in [(4, (1, 3)), (5, (2, 5))]:
+        lines.append({"step": step, "agentevol/kept": tc + ba, "agentevol/kept/textcraft": tc,
+                      "agentevol/kept/babyai": ba, "explore/success": 0.5})  # fmt: skip
+        lines.append({"step": step, "eval/success": 0.5, "eval/success/textcraft": 0.5,
+                      "eval/success/babyai": 0.5})  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    open_page(page, "/run/evol", "figure[data-metric='agentevol/kept'] circle.dot")
+    kept = page.locator("figure[data-metric='agentevol/kept']")
+    assert kept.locator("polyline").count() == 3
+    assert kept.locator(".legend .key").all_text_contents() == ["evol", "babyai", "textcraft"]
+    assert kept.locator("polyline[data-series='babyai']").get_attribute("points").count(",") == 2
+    ys = kept.locator("text.tick.y").all_text_contents()
+    assert float(ys[-1]) >= 7  # the total's axis
+    evals = page.locator("figure[data-metric='eval/success']")
+    assert evals.locator("polyline").count() == 3 and evals.locator("circle.dot").count() == 9
+    assert page.locator("figure[data-metric='explore/success'] polyline").count() == 1  # no families
+    shoot(page, tmp_path, "agentevol")
+
+
 def test_replay_shows_observation_and_action_and_steps_with_the_keyboard(page, tmp_path):
     open_page(page, "/run/stepwise/src/step_3/0", "section.turn.current")
     first = page.locator("section.turn").first

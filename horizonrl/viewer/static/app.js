@@ -5,10 +5,18 @@
 
 const view = document.getElementById("view");
 const CHARTS = ["reward/mean", "success/mean", "score/mean", "turns/mean", "schedule/max_turns",
-  "curriculum/stage", "schedule/max_tokens", "kl/mean", "loss/policy", "eval/success"];
+  "curriculum/stage", "schedule/max_tokens", "kl/mean", "loss/policy", "eval/success", "explore/success",
+  "agentevol/kept"];
 // Per-step schedules (turn cap, curriculum stage, token cap): the compare page draws them as step
 // lines under the chosen metric.
 const SCHEDULES = ["schedule/max_turns", "curriculum/stage", "schedule/max_tokens"];
+// Lines of one chart: `name` itself and each `name/<part>` (per-family values, e.g. AgentEvol's
+// agentevol/kept/textcraft), so the families of a multi-family run are compared in one chart.
+function partSeries(metrics, name, label) {
+  const parts = Object.keys(metrics.series).filter((n) => n.startsWith(`${name}/`) && !n.slice(name.length + 1).includes("/"));
+  return [{ label, xs: metrics.steps, ys: metrics.series[name] || [] },
+    ...parts.map((n) => ({ label: n.slice(name.length + 1), xs: metrics.steps, ys: metrics.series[n] }))];
+}
 const REPORT_COLS = [["n_items", "items"], ["n", "n"], ["success_rate", "success %", pct],
   ["mean_score", "mean score", num], ["avg_at_k", "avg@k %", pct], ["pass_at_k", "pass@k %", pct],
   ["mean_turns", "mean turns", num], ["n_failed", "failed"]];
@@ -120,7 +128,7 @@ async function showRun(runId) {
   const count = h("span", { class: "muted step-count" });
   const drawAll = () => {
     count.textContent = `${metrics.steps.length} steps`;
-    charts.replaceChildren(...shown.map((name) => chart(name, [{ label: run.id, xs: metrics.steps, ys: metrics.series[name] || [] }])));
+    charts.replaceChildren(...shown.map((name) => chart(name, partSeries(metrics, name, run.id))));
   };
   drawAll();
   const extra = h("select", { onchange: (e) => { if (e.target.value) { shown.push(e.target.value); drawAll(); } e.target.value = ""; } },
