@@ -55,7 +55,6 @@ from horizonrl.trainer.batch import collate
 from horizonrl.trainer.data import ItemSampler, load_items
 from horizonrl.trainer.episodes import Episode, Rollout
 from horizonrl.trainer.monitor import PhaseTimer
-from horizonrl.trainer.run import evaluate_policy
 from horizonrl.trainer.sft import SupervisedRun, load_trajectories, sft_examples, sft_step
 
 
@@ -255,20 +254,6 @@ class AgentEvolTrainer(SupervisedRun):
             out[f"agentevol/kept/{f}"] = float(sum(family(t) == f for t in kept))
             out[f"explore/success/{f}"] = sum(t.success for t in mine) / max(1, len(mine))
         return out
-
-    def evaluate(self, name: str) -> dict[str, float]:
-        """Greedy eval of every family into `<run>/<name>/`; the means and each family's rates."""
-        e = self.cfg.eval
-        self.say(f"eval {name}: {e.split} split of {e.families or self.families}")
-        report = evaluate_policy(self.cfg, self.rollout(), self.run_dir / name, self.step, write=self.is_main)
-        metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
-        for f, block in report["families"].items():
-            metrics[f"eval/success/{f}"] = block["success_rate"]
-            metrics[f"eval/score/{f}"] = block["mean_score"]
-        shown = ", ".join(f"{f} {v:.3f}" for f, v in metrics.items() if f.startswith("eval/success/"))
-        self.say(f"eval {name}: success {report['success_rate']:.3f} ({shown}) on {report['n_items']} items")
-        self.monitor.log(self.step, metrics)
-        return metrics
 
     # --- the loop ------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:

@@ -284,9 +284,13 @@ class TrainingRun:
             write=self.is_main,
             validation=validation,
         )
-        wall = report["timing"]["wall_s"]
-        self.say(f"eval {name}: success {report['success_rate']:.3f} on {report['n_items']} items ({wall} s)")
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
+        for family, block in report["families"].items():  # several families: each one's rates too
+            metrics[f"eval/success/{family}"] = block["success_rate"]
+            metrics[f"eval/score/{family}"] = block["mean_score"]
+        shown = ", ".join(f"{f} {b['success_rate']:.3f}" for f, b in report["families"].items())
+        wall, n = report["timing"]["wall_s"], report["n_items"]
+        self.say(f"eval {name}: success {report['success_rate']:.3f} ({shown}) on {n} items ({wall} s)")
         if validation:
             metrics |= self.keep_best(name, report["success_rate"])
         self.monitor.log(self.step, metrics)
