@@ -146,8 +146,8 @@ def episode_advantages(
     if not estimator.group_relative or estimator.step_level:
         raise ValueError(
             "bounded context (agent.context) splits episodes into several rows; their advantages "
-            "need an episode-level group estimator (grpo, rloo), not one that reads per-token returns "
-            "or per-turn states"
+            "need an episode-level group-relative estimator (grpo, rloo), not one that reads "
+            "per-token returns or per-turn states"
         )
     assert batch.episode_ids is not None
     ids, mask = batch.episode_ids, batch.loss_mask

@@ -167,6 +167,16 @@ def test_segmented_episodes_share_their_advantage_and_keep_the_outcome_last():
         assert adv[i][~sampled].abs().sum() == 0
     with pytest.raises(ValueError, match="group-relative"):
         episode_advantages(get_estimator("gae"), rewards, batch, AlgorithmConfig())
+    with pytest.raises(ValueError, match="per-turn states"):  # gigpo's step groups would be lost
+        episode_advantages(get_estimator("gigpo"), rewards, batch, AlgorithmConfig(adv_estimator="gigpo"))
+
+
+def test_bounded_context_with_a_step_level_estimator_is_refused_at_load():
+    from horizonrl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="episode-level group estimator"):
+        load_config(None, ["agent.context.max_turns_kept=2", "algorithm.adv_estimator=gigpo"])
+    load_config(None, ["agent.context.max_turns_kept=2", "algorithm.adv_estimator=rloo"])
 
 
 def test_async_engine_bounds_the_context_as_the_lockstep_one():
