@@ -285,9 +285,10 @@ class TrainingRun:
             validation=validation,
         )
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
-        for family, block in report["families"].items():  # several families: each one's rates too
-            metrics[f"eval/success/{family}"] = block["success_rate"]
-            metrics[f"eval/score/{family}"] = block["mean_score"]
+        if len(report["families"]) > 1:  # several families: each one's rates too (a chart line each)
+            for family, block in report["families"].items():
+                metrics[f"eval/success/{family}"] = block["success_rate"]
+                metrics[f"eval/score/{family}"] = block["mean_score"]
         shown = ", ".join(f"{f} {b['success_rate']:.3f}" for f, b in report["families"].items())
         wall, n = report["timing"]["wall_s"], report["n_items"]
         self.say(f"eval {name}: success {report['success_rate']:.3f} ({shown}) on {n} items ({wall} s)")

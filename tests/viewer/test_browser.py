@@ -66,7 +66,8 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any, server: str) -> Iterator[Any]:
+def page(server: str, browser: Any) -> Iterator[Any]:  # server first: its runs train under asyncio.run,
+    # which cannot start once Playwright's sync API runs its own event loop
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     p = context.new_page()
     errors: list[str] = []
