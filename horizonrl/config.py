@@ -16,7 +16,7 @@ The reference's turn-schedule keys are accepted as aliases:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -357,17 +357,12 @@ SCHEDULE_TYPES = ("fixed", "stepwise", "adaptive", "mixed")
 
 
 @dataclass(frozen=True)
-class ScheduleConfig:
-    """A schedule of one int per training step: the turn cap (`schedule:`), the per-turn token cap
-    (`rollout.max_tokens_schedule`, `TokenScheduleConfig`), the curriculum stage (built from
-    `data.curriculum`). The same types and resume behaviour for all (horizonrl.trainer.schedule)."""
+class StageAdvanceConfig:
+    """How a staged schedule moves to its next stage: the fields `schedule:`, its token-cap twin
+    and `data.curriculum` share (horizonrl.trainer.schedule)."""
 
-    key_prefix: ClassVar[str] = "schedule."
-    """How validation errors name the fields."""
     type: str = "stepwise"
     """fixed, stepwise (the paper's ScalingInter-RL), adaptive, mixed (see horizonrl.trainer.schedule)."""
-    rounds: list[int] = field(default_factory=lambda: [10, 20, 30])
-    """Turn caps per stage; `fixed` takes exactly one."""
     every: int = 100
     """stepwise / mixed: steps per stage. adaptive: the fewest steps spent in a stage."""
     threshold: float = 0.8
@@ -377,7 +372,19 @@ class ScheduleConfig:
     plateau_tol: float = 0.02
     """adaptive: advance when the windowed success rate moved less than this over one window."""
     mixed_fraction: float = 0.25
-    """mixed: share of groups that get the next stage's cap."""
+    """mixed: share of groups that get the next stage's cap (the curriculum: the next stage's items)."""
+
+
+@dataclass(frozen=True)
+class ScheduleConfig(StageAdvanceConfig):
+    """A schedule of one int per training step: the turn cap (`schedule:`), the per-turn token cap
+    (`rollout.max_tokens_schedule`, `TokenScheduleConfig`), the curriculum stage (built from
+    `data.curriculum`). The same types and resume behaviour for all (horizonrl.trainer.schedule)."""
+
+    key_prefix: ClassVar[str] = "schedule."
+    """How validation errors name the fields."""
+    rounds: list[int] = field(default_factory=lambda: [10, 20, 30])
+    """Turn caps per stage; `fixed` takes exactly one."""
 
     def __post_init__(self) -> None:
         p = self.key_prefix
@@ -413,20 +420,15 @@ class CurriculumStageConfig:
 
 
 @dataclass(frozen=True)
-class CurriculumConfig:
+class CurriculumConfig(StageAdvanceConfig):
     """`data.curriculum`: stages of training items (easy to hard); the stage advances like a
     schedule (`type` stepwise: every `every` steps; adaptive: on the success `threshold` or a
-    plateau; mixed: stepwise, with a `mixed_fraction` of the groups drawn from the next stage).
-    No stages: no curriculum."""
+    plateau; mixed: stepwise, with a `mixed_fraction` of the groups drawn from the next stage;
+    `fixed` is refused). No stages: no curriculum."""
 
     key_prefix: ClassVar[str] = "data.curriculum."
     stages: list[CurriculumStageConfig] = field(default_factory=list)
-    type: str = "stepwise"
-    every: int = 100
-    threshold: float = 0.8
-    window: int = 5
-    plateau_tol: float = 0.02
-    mixed_fraction: float = 0.25
+    """The stages, easy to hard."""
 
     def __post_init__(self) -> None:
         p = self.key_prefix
@@ -441,15 +443,8 @@ class CurriculumConfig:
 
     def schedule(self) -> ScheduleConfig:
         """The stage schedule: a schedule whose values are the stage numbers 1..len(stages)."""
-        return CurriculumScheduleConfig(
-            type=self.type,
-            rounds=list(range(1, len(self.stages) + 1)),
-            every=self.every,
-            threshold=self.threshold,
-            window=self.window,
-            plateau_tol=self.plateau_tol,
-            mixed_fraction=self.mixed_fraction,
-        )
+        advance = {f.name: getattr(self, f.name) for f in fields(StageAdvanceConfig)}
+        return CurriculumScheduleConfig(rounds=list(range(1, len(self.stages) + 1)), **advance)
 
 
 @dataclass(frozen=True)
