@@ -18,15 +18,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/outputs/gpu_check}"
-mkdir -p "$OUT"
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD"
-: > "$OUT/status.txt"
-step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, record the exit status
-  local name=$1; shift
-  local start=$SECONDS
-  "$@" > "$OUT/$name.log" 2>&1
-  echo "$name rc=$? wall_s=$((SECONDS - start))" | tee -a "$OUT/status.txt"
-}
+source benchmarks/gpu_steps.sh   # $OUT, status.txt, the offline env, `step`
 
 step install bash scripts/install.sh
 { nvidia-smi; python3 -m pip freeze; .venv-vllm/bin/python -m pip freeze; } > "$OUT/env.txt" 2>&1

@@ -28,15 +28,7 @@ STEPS="${STEPS:-40}"
 SEEDS="${SEEDS:-0,1,2,3,4}"
 ARMS="${ARMS:-sft,grpo,sft-equal,cap-short,cap-long,cap-stepwise,cap-adaptive}"
 FEATURE_ARMS="${FEATURE_ARMS:-grpo-turn,grpo-penalty,cap-long-ctx}"
-mkdir -p "$OUT"
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD"
-: > "$OUT/status.txt"
-step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, record the exit status
-  local name=$1; shift
-  local start=$SECONDS
-  "$@" > "$OUT/$name.log" 2>&1
-  echo "$name rc=$? wall_s=$((SECONDS - start))" | tee -a "$OUT/status.txt"
-}
+source benchmarks/gpu_steps.sh   # $OUT, status.txt, the offline env, `step`
 
 [ -n "${SKIP_INSTALL:-}" ] || step install bash scripts/install.sh
 { nvidia-smi; python3 -m pip freeze; } > "$OUT/env.txt" 2>&1
