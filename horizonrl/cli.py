@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate a model on environment families")
     p.add_argument("config", nargs="?", default=None, help="optional YAML eval config")
     p.add_argument("--model", default=None)
-    p.add_argument("--backend", default=None, help="hf (default) or openai")
+    p.add_argument("--backend", default=None, help="hf (default), vllm or openai")
     p.add_argument("--env", default=None, help="family, or comma-separated families")
     p.add_argument("--split", default=None)
     p.add_argument("--limit", type=int, default=None)

@@ -254,6 +254,30 @@ def test_train_with_the_vllm_backend_logs_weight_sync_and_the_logprob_check(tmp_
     assert len(trajectories) == 2 and all(t["token_ids"] and t["logprobs"] for t in trajectories)
 
 
+@needs_vllm
+def test_horizonrl_eval_with_the_vllm_backend_plays_the_hf_trajectories(tmp_path, hf):
+    """`horizonrl eval --backend vllm` (its own engine; it comes after the training test, which closed
+    the module's): greedy, the same episodes token for token as the hf backend on the same items."""
+    from horizonrl.cli import main
+    from horizonrl.eval.evaluate import EvalSettings, run_eval
+    from horizonrl.rollout.trajectory import read_jsonl
+
+    common = ["--env", "textcraft", "--split", "test", "--limit", "2", "--max-turns", "2"]
+    out = tmp_path / "vllm"
+    assert main(["eval", "--backend", "vllm", "--model", "default", *common, "--out", str(out),
+                 "max_tokens=16", "max_model_len=1024", "progress=false"]) == 0  # fmt: skip
+    settings = EvalSettings(
+        limit=2, max_turns=2, max_tokens=16, split="test", out=str(tmp_path / "hf"), progress=False
+    )
+    run_eval(settings, backend=hf)
+    played = read_jsonl(out / "trajectories.jsonl")
+    expected = read_jsonl(tmp_path / "hf" / "trajectories.jsonl")
+    assert [t.item_id for t in played] == [t.item_id for t in expected]
+    assert all(t.num_turns >= 1 and t.token_ids for t in played)
+    assert [t.token_ids for t in played] == [t.token_ids for t in expected]
+    assert json.loads((out / "report.json").read_text())["settings"]["backend"] == "vllm"
+
+
 def test_vllm_config_errors_name_the_key():
     from horizonrl.config import ConfigError, load_config
 
