@@ -152,7 +152,16 @@ def start_rollout_workers(cfg: Config, *, max_restarts: int = MAX_RESTARTS) -> l
         RolloutWorkerActor
     )
     actors = [remote.remote(cfg.rollout.backend, cfg.model.path, kind.kwargs(cfg)) for _ in range(r.engines)]
-    ray.get([a.pid.remote() for a in actors], timeout=STARTUP_TIMEOUT_S)  # built, or the error now
+    try:
+        ray.get([a.pid.remote() for a in actors], timeout=STARTUP_TIMEOUT_S)  # built, or the error now
+    except ray.exceptions.GetTimeoutError:
+        for a in actors:
+            ray.kill(a, no_restart=True)
+        raise RuntimeError(
+            f"Ray did not start {r.engines} rollout worker(s) of {r.rollout_worker_cpus:g} CPU and "
+            f"{gpus} GPU(s) each within {STARTUP_TIMEOUT_S:g} s; the cluster has {ray.cluster_resources()} "
+            "(lower resources.rollout_engines / rollout_worker_cpus, or add nodes)"
+        ) from None
     return actors
 
 

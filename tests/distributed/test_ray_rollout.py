@@ -189,6 +189,14 @@ def test_killing_a_worker_mid_rollout_fails_only_its_episodes_and_the_next_sync_
     assert all(now > then for now, then in zip(backend.served, served, strict=True))
 
 
+def test_workers_ray_cannot_place_stop_with_the_resources_they_asked_for(cluster, monkeypatch):
+    from horizonrl.distributed import ray_rollout
+
+    monkeypatch.setattr(ray_rollout, "STARTUP_TIMEOUT_S", 3.0)
+    with pytest.raises(RuntimeError, match="2 rollout worker.s. of 4 CPU and 0 GPU.s. each within 3 s"):
+        ray_rollout.start_rollout_workers(_config("resources.rollout_worker_cpus=4"))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
