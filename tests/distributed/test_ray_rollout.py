@@ -189,6 +189,33 @@ def test_killing_a_worker_mid_rollout_fails_only_its_episodes_and_the_next_sync_
     assert all(now > then for now, then in zip(backend.served, served, strict=True))
 
 
+def _vllm_python() -> str | None:
+    from horizonrl.rollout.backends.vllm import default_python
+
+    try:
+        return default_python()
+    except FileNotFoundError:
+        return None
+
+
+@pytest.mark.skipif(_vllm_python() is None, reason="no vLLM environment (scripts/install.sh)")
+def test_a_vllm_worker_on_ray_samples_the_learners_greedy_tokens(cluster):
+    """SmolLM2-135M in fp32 on CPU: vLLM's kernels sum in another order, so logprobs match to
+    1e-4 and the post-sync check to its 2e-4 default (measured 1.5e-5 and 3.8e-5)."""
+    model, tokenizer = load_model("default")
+    one_worker = [*RAY_OVERRIDES[:2], "resources.rollout_worker_cpus=0.5", "rollout.vllm.max_model_len=1024"]
+    cfg = load_config(None, ["model.path=default", "rollout.backend=vllm", *one_worker])
+    sampler = make_sampler(cfg, model, tokenizer)
+    try:
+        assert sampler.sync()["weight_sync/max_logprob_diff"] < 2e-4
+        prompts = _prompts(tokenizer, n=2)
+        requests = [GenerationRequest(p, cache_key=i) for i, p in enumerate(prompts)]
+        want = HFBackend(model=model, tokenizer=tokenizer).generate(requests, GREEDY)
+        _assert_same(sampler.backend.generate(requests, GREEDY), want)
+    finally:
+        sampler.close()
+
+
 def test_workers_ray_cannot_place_stop_with_the_resources_they_asked_for(cluster, monkeypatch):
     from horizonrl.distributed import ray_rollout
 
