@@ -239,6 +239,7 @@ class RayRolloutBackend(PolicyBackend):
         """Requests sent to each worker so far (tests and benchmarks read it)."""
         self._route: dict[Hashable, int] = {}
         self._keys = [0] * len(actors)
+        self._turn = -1
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- routing
@@ -249,17 +250,20 @@ class RayRolloutBackend(PolicyBackend):
         return self.down[index]
 
     def worker_of(self, request: GenerationRequest) -> int:
-        """The worker that serves `request`: its key's worker, else the live one with fewest keys."""
+        """The worker that serves `request`: its key's worker, else the live one with fewest keys
+        (no key: the live workers in turn)."""
         with self._lock:
             key = request.cache_key
             if key is not None and key in self._route:
                 return self._route[key]
             every = range(len(self.workers))
             live = [k for k in every if k not in self.down] or list(every)
+            if key is None:  # no cache to keep: the live workers in turn
+                self._turn += 1
+                return live[self._turn % len(live)]
             index = min(live, key=lambda k: (self._keys[k], self.served[k]))
-            if key is not None:
-                self._route[key] = index
-                self._keys[index] += 1
+            self._route[key] = index
+            self._keys[index] += 1
             return index
 
     # ----------------------------------------------------------------- PolicyBackend

@@ -138,10 +138,13 @@ def test_a_sync_changes_the_workers_outputs_and_a_desynced_worker_is_caught(lear
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    served = list(backend.served)
     stats = sampler.sync()
     assert stats["weight_sync/version"] == backend.version and stats["weight_sync/push_s"] > 0
     assert stats["weight_sync/max_logprob_diff"] < LOGPROB_TOL and stats["weight_sync/seconds"] > 0
     after = backend.generate([GenerationRequest(p) for p in prompts], GREEDY)
+    # requests without a cache key go to the workers in turn
+    assert [now - then for now, then in zip(backend.served, served, strict=True)] == [2, 2]
     local = HFBackend(model=model, tokenizer=tokenizer).generate(
         [GenerationRequest(p) for p in prompts], GREEDY
     )
