@@ -19,8 +19,8 @@ what it measured (the trainer logs it with `time/weight_sync`, the phase's wall 
 - `resources.rollout_workers: ray`: `resources.rollout_engines` workers of `rollout.backend` (`hf`
   or `vllm`) placed by Ray (`horizonrl.distributed.ray_rollout`). The actor's state dict goes to
   every worker in one `ray.put` (`weight_sync/push_s`), then every worker's probe logprobs are
-  checked the same way (`resources.rollout_worker_check_tolerance` for `hf` workers, measured 0
-  to 1e-6 for fp32 on CPU; `rollout.vllm.check_tolerance` for `vllm`).
+  checked the same way (`resources.rollout_worker_check_tolerance` for `hf` workers, measured 0.0
+  for fp32 on CPU: the same kernels; `rollout.vllm.check_tolerance` for `vllm`).
 
 The GPU-only transfer paths (not implemented here; the file path is their fallback and works on
 GPUs too): *colocated*, CUDA-IPC handles of the actor's tensors sent over the same channel and
