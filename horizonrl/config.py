@@ -682,6 +682,7 @@ AGENTEVOL_LEARN_FROM = ("continued", "initial")
 
 
 RAY_MODES = ("auto",)
+ROLLOUT_WORKERS = ("local", "ray")
 STRATEGIES = ("ddp", "fsdp")
 
 
@@ -716,6 +717,16 @@ class ResourcesConfig:
     ray: str | None = None
     """None: no Ray (env servers are `env.launch` subprocesses or `env.servers` URLs); `auto`:
     start or join a Ray cluster on this machine; `HOST:PORT` / `ray://HOST:PORT`: join that cluster."""
+    rollout_workers: str = "local"
+    """`local`: generation runs in the learner's process(es); `ray`: `rollout_engines` worker actors
+    placed by Ray (needs `ray`; one-process learner), each with its own copy of the weights, pushed
+    at every sync (`horizonrl.distributed.ray_rollout`)."""
+    rollout_worker_cpus: float = 1.0
+    """CPUs Ray reserves per rollout worker (fractions allowed); on GPU nodes each worker also
+    reserves `rollout_tensor_parallel` GPUs."""
+    rollout_worker_check_tolerance: float = 2e-4
+    """`hf` workers on Ray: max abs difference of each worker's probe logprobs from the learner's
+    after a sync (0: no check; the `vllm` backend uses `rollout.vllm.check_tolerance`)."""
 
     def __post_init__(self) -> None:
         _check(self.nodes >= 1, f"resources.nodes must be >= 1, got {self.nodes}")
@@ -763,6 +774,22 @@ class ResourcesConfig:
             self.ray is None or self.ray in RAY_MODES or ":" in self.ray,
             f"resources.ray={self.ray!r}: use null, auto, HOST:PORT or ray://HOST:PORT",
         )
+        _one_of("resources.rollout_workers", self.rollout_workers, ROLLOUT_WORKERS)
+        if self.rollout_workers == "ray":
+            _check(
+                self.ray is not None,
+                "resources.rollout_workers=ray needs Ray to place them: set resources.ray=auto (this "
+                "machine) or resources.ray=HOST:PORT",
+            )
+            _check(
+                self.learner_world_size == 1,
+                "resources.rollout_workers=ray serves a one-process learner for now; set "
+                "resources.learner_world_size=1 (or resources.rollout_workers=local)",
+            )
+        _check(self.rollout_worker_cpus > 0, "resources.rollout_worker_cpus must be > 0")
+        _check(
+            self.rollout_worker_check_tolerance >= 0, "resources.rollout_worker_check_tolerance must be >= 0"
+        )
 
     @property
     def engines(self) -> int:
@@ -804,14 +831,26 @@ class Config:
             self.resources.learner_world_size == 1 or not self.model.lora.enabled,
             "model.lora.enabled=true trains in one process; set resources.learner_world_size=1",
         )
+        on_ray = self.resources.rollout_workers == "ray"
         _check(
             self.rollout.backend != "hf"
             or (
-                self.resources.engines == self.resources.learner_world_size
+                (on_ray or self.resources.engines == self.resources.learner_world_size)
                 and self.resources.rollout_tensor_parallel == 1
             ),
             "rollout.backend=hf generates on the learner's own ranks: leave resources.rollout_engines "
-            "unset (one per rank) and resources.rollout_tensor_parallel=1",
+            "unset (one per rank) and resources.rollout_tensor_parallel=1, or place that many hf "
+            "workers on Ray with resources.rollout_workers=ray (tensor parallel still 1)",
+        )
+        _check(
+            not on_ray
+            or self.rollout.backend != "hf"
+            or self.rollout.dtype == "float32"
+            or not 0 < self.resources.rollout_worker_check_tolerance < 1e-2,
+            f"rollout.dtype={self.rollout.dtype} on Ray hf workers: their logprobs differ from the fp32 "
+            "learner's by ~0.1 from precision alone, so resources.rollout_worker_check_tolerance="
+            f"{self.resources.rollout_worker_check_tolerance:g} would stop the run at the first sync; "
+            "set it to ~0.1",
         )
         _check(
             self.rollout.backend != "vllm" or self.resources.learner_world_size == 1,
@@ -824,9 +863,11 @@ class Config:
                 self.rollout.backend == "hf"
                 and self.resources.learner_world_size == 1
                 and self.algorithm.recompute_old_logprobs
+                and not on_ray
             ),
             "rollout.max_staleness > 0 runs the rollouts ahead on a copy of the weights with "
-            "rollout.backend=hf in a one-process learner (resources.learner_world_size=1), and needs "
+            "rollout.backend=hf in a one-process learner (resources.learner_world_size=1, "
+            "resources.rollout_workers=local), and needs "
             "algorithm.recompute_old_logprobs=true (the proximal policy of decoupled PPO)",
         )
         ctx = self.agent.context

@@ -4,8 +4,9 @@
 
 Pure bookkeeping: nothing is started, no GPU or Ray cluster is needed, so the paper's 8-GPU
 configs can be checked on a laptop. The plan lists the learner ranks (node, device), the rollout
-engines (the learner ranks themselves with the `hf` backend; `rollout_tensor_parallel` GPUs each
-otherwise, on the learner's GPUs when `rollout_colocated`), the env servers of every family the
+engines (Ray actors with `rollout_workers: ray`; else the learner ranks themselves with the `hf`
+backend, `rollout_tensor_parallel` GPUs each otherwise, on the learner's GPUs when
+`rollout_colocated`), the env servers of every family the
 run plays (Ray replicas, given URLs, launched subprocesses or in-process envs) and the commands
 that start it.
 """
@@ -48,6 +49,18 @@ def learner_slots(cfg: Config) -> list[Slot]:
 
 def rollout_slots(cfg: Config) -> list[Slot]:
     r = cfg.resources
+    if r.rollout_workers == "ray":
+        reserved = f", {r.rollout_tensor_parallel} GPU(s)" if r.gpus_per_node else ""
+        free = "a GPU node with free GPUs" if r.gpus_per_node else "a node with free CPUs"
+        return [
+            Slot(
+                "rollout",
+                f"worker {k}",
+                f"Ray actor, {r.rollout_worker_cpus:g} CPU{reserved}, {free}",
+                f"{cfg.rollout.backend}; weights pushed at each sync; restarted if it dies",
+            )
+            for k in range(r.engines)
+        ]
     if cfg.rollout.backend == "hf":
         return [
             Slot("rollout", f"engine {k}", f"= learner rank {k}", "hf backend: the rank's own weights")
@@ -115,13 +128,17 @@ def format_placement(cfg: Config, config_path: str = "CONFIG") -> str:
     """The dry-run text: resources, one line per learner rank / engine / env server, commands."""
     r = cfg.resources
     gpus = r.nodes * r.gpus_per_node
+    episodes = cfg.data.batch_size * cfg.rollout.n
+    if r.rollout_workers == "ray":  # live episodes are balanced over the workers one by one
+        share = f"~{-(-episodes // r.engines)} per Ray rollout worker"
+    else:
+        share = f"{-(-cfg.data.batch_size // r.engines) * cfg.rollout.n} per engine at most (whole groups)"
     lines = [
         f"resources: {r.nodes} node(s) x {r.gpus_per_node} GPU(s) = {gpus} GPU(s); learner world size "
         f"{r.learner_world_size} ({r.strategy if r.learner_world_size > 1 else 'one process'}); "
         f"{r.engines} rollout engine(s); ray: {r.ray or 'none'}",
-        f"batch: {cfg.data.batch_size} items x {cfg.rollout.n} samples = "
-        f"{cfg.data.batch_size * cfg.rollout.n} episodes per step, "
-        f"{-(-cfg.data.batch_size // r.engines) * cfg.rollout.n} per engine at most (whole groups)",
+        f"batch: {cfg.data.batch_size} items x {cfg.rollout.n} samples = {episodes} episodes per step, "
+        + share,
     ]
     for slot in [*learner_slots(cfg), *rollout_slots(cfg), *env_slots(cfg)]:
         note = f"  ({slot.note})" if slot.note else ""

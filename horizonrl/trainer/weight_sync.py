@@ -16,6 +16,11 @@ what it measured (the trainer logs it with `time/weight_sync`, the phase's wall 
   (`WeightDesync`), since the rollouts would then come from other weights than the learner
   trains. Colocated on GPUs, `rollout.vllm.sleep_during_update` frees the engine's memory
   between its rollout and the next sync (`vllm.sleep` / `wake_up`; no-op on CPU).
+- `resources.rollout_workers: ray`: `resources.rollout_engines` workers of `rollout.backend` (`hf`
+  or `vllm`) placed by Ray (`horizonrl.distributed.ray_rollout`). The actor's state dict goes to
+  every worker in one `ray.put` (`weight_sync/push_s`), then every worker's probe logprobs are
+  checked the same way (`resources.rollout_worker_check_tolerance` for `hf` workers, measured 0.0
+  for fp32 on CPU: the same kernels; `rollout.vllm.check_tolerance` for `vllm`).
 
 The GPU-only transfer paths (not implemented here; the file path is their fallback and works on
 GPUs too): *colocated*, CUDA-IPC handles of the actor's tensors sent over the same channel and
@@ -99,6 +104,36 @@ def probe_ids(tokenizer: Any) -> list[int]:
     return [int(i) for i in ids]
 
 
+class ProbeCheck:
+    """The post-sync check: engines' teacher-forced logprobs of the probe sequence against the
+    actor's own (fp32, eval mode, no autocast); a difference above `tolerance` (the config key
+    `setting`) raises `WeightDesync`."""
+
+    def __init__(self, model: Any, tokenizer: Any, tolerance: float, setting: str) -> None:
+        self.probe = probe_ids(tokenizer)
+        self.tolerance = tolerance
+        self.setting = setting
+        self._reference = HFBackend(model=model, tokenizer=tokenizer)
+
+    def max_diff(self, engine: list[float]) -> float:
+        """Max abs difference of one engine's probe logprobs from the actor's (first token skipped)."""
+        [learner] = self._reference.compute_logprobs([self.probe])
+        return max(abs(a - b) for a, b in zip(engine[1:], learner[1:], strict=True))
+
+    def __call__(self, engines: dict[str, list[float]], version: int) -> dict[str, float]:
+        """`{engine name: its probe logprobs}` checked; `weight_sync/max_logprob_diff` (the worst)."""
+        diffs = {name: self.max_diff(lps) for name, lps in engines.items()}
+        worst = max(diffs, key=lambda name: diffs[name])
+        if diffs[worst] > self.tolerance:
+            raise WeightDesync(
+                f"after weight sync v{version} {worst}'s logprobs of the probe sequence differ from the "
+                f"learner's by {diffs[worst]:.3g} ({self.setting}={self.tolerance:g}): it is not sampling "
+                "from the weights being trained. Check rollout.dtype / model.path, or raise the "
+                "tolerance for a bf16 engine."
+            )
+        return {"weight_sync/max_logprob_diff": diffs[worst]}
+
+
 class VLLMSampler:
     """A vLLM engine whose weights are pushed from the actor and checked (module docstring)."""
 
@@ -124,9 +159,7 @@ class VLLMSampler:
             seed=cfg.trainer.seed,
             start_timeout_s=v.start_timeout_s,
         )
-        self.probe = probe_ids(tokenizer)
-        self._reference = HFBackend(model=model, tokenizer=tokenizer)
-        """Scores the probe with the actor itself: fp32, eval mode, no autocast."""
+        self.check = ProbeCheck(model, tokenizer, v.check_tolerance, "rollout.vllm.check_tolerance")
         self.asleep = False
 
     def sync(self) -> dict[str, float]:
@@ -140,23 +173,15 @@ class VLLMSampler:
             "weight_sync/version": float(self.backend.weight_version),
         }
         if self.tolerance > 0:
-            diff = self.max_logprob_diff()
-            stats["weight_sync/max_logprob_diff"] = diff
-            if diff > self.tolerance:
-                raise WeightDesync(
-                    f"after weight sync v{self.backend.weight_version} the vLLM engine's logprobs of the "
-                    f"probe sequence differ from the learner's by {diff:.3g} (rollout.vllm.check_tolerance="
-                    f"{self.tolerance:g}): the engine is not sampling from the weights being trained. "
-                    "Check rollout.dtype / model.path, or raise the tolerance for a bf16 engine."
-                )
+            [engine] = self.backend.compute_logprobs([self.check.probe])
+            stats |= self.check({"the vLLM engine": engine}, self.backend.weight_version)
         stats["weight_sync/seconds"] = time.perf_counter() - start
         return stats
 
     def max_logprob_diff(self) -> float:
         """Max abs difference of the engine's and the actor's teacher-forced probe logprobs."""
-        [engine] = self.backend.compute_logprobs([self.probe])
-        [learner] = self._reference.compute_logprobs([self.probe])
-        return max(abs(a - b) for a, b in zip(engine[1:], learner[1:], strict=True))
+        [engine] = self.backend.compute_logprobs([self.check.probe])
+        return self.check.max_diff(engine)
 
     def after_rollout(self) -> None:
         """Colocated GPUs: free the engine's memory for the update (the next `sync` wakes it)."""
@@ -168,11 +193,69 @@ class VLLMSampler:
         self.backend.close()
 
 
-SAMPLERS: dict[str, type[HFSampler] | type[VLLMSampler]] = {"hf": HFSampler, "vllm": VLLMSampler}
+class RaySampler:
+    """Rollout workers placed by Ray (`resources.rollout_workers: ray`, `horizonrl.distributed.ray_rollout`):
+    `sync()` pushes the actor's weights to every worker at once (one `ray.put`; a worker Ray restarted
+    gets them too), then checks every worker's probe logprobs against the actor's (`ProbeCheck`, the
+    tolerance of the worker backend's `WORKER_KINDS` entry)."""
+
+    def __init__(self, cfg: Config, model: Any, tokenizer: Any) -> None:
+        from horizonrl.distributed.ray_envs import connect
+        from horizonrl.distributed.ray_rollout import WORKER_KINDS, RayRolloutBackend, start_rollout_workers
+
+        if cfg.rollout.backend not in WORKER_KINDS:
+            raise SystemExit(
+                f"resources.rollout_workers=ray: rollout.backend={cfg.rollout.backend!r} has no Ray worker; "
+                f"choose one of: {', '.join(WORKER_KINDS)}"
+            )
+        assert cfg.resources.ray is not None
+        self.started_ray = connect(cfg.resources.ray)
+        kind = WORKER_KINDS[cfg.rollout.backend]
+        self.source = model
+        self.backend: RayRolloutBackend = RayRolloutBackend(start_rollout_workers(cfg), tokenizer)
+        self.check = ProbeCheck(model, tokenizer, kind.tolerance(cfg), kind.tolerance_key)
+
+    def sync(self) -> dict[str, float]:
+        from horizonrl.distributed.ray_rollout import export_state
+
+        start = time.perf_counter()
+        version = self.backend.version + 1
+        pushed = self.backend.load_state(export_state(self.source), version)
+        stats = {"weight_sync/push_s": pushed, "weight_sync/version": float(version)}
+        if self.check.tolerance > 0:
+            stats |= self.check_workers()
+        stats["weight_sync/seconds"] = time.perf_counter() - start
+        return stats
+
+    def check_workers(self) -> dict[str, float]:
+        """The post-sync check on every worker (`WeightDesync` names the worst one)."""
+        scored = self.backend.worker_logprobs([self.check.probe])
+        return self.check({f"rollout worker {k}": lps for k, [lps] in scored.items()}, self.backend.version)
+
+    def after_rollout(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.backend.close()
+        if self.started_ray:
+            import ray
+
+            ray.shutdown()
 
 
-def make_sampler(cfg: Config, model: Any, tokenizer: Any) -> HFSampler | VLLMSampler:
-    """The sampler of `cfg.rollout.backend` around the learner's actor `model`."""
+SAMPLERS: dict[str, type[HFSampler] | type[VLLMSampler] | type[RaySampler]] = {
+    "hf": HFSampler,
+    "vllm": VLLMSampler,
+}
+RAY_SAMPLER = RaySampler
+"""The sampler when `resources.rollout_workers=ray`, whatever `rollout.backend` the workers run."""
+
+
+def make_sampler(cfg: Config, model: Any, tokenizer: Any) -> HFSampler | VLLMSampler | RaySampler:
+    """The sampler of `cfg.rollout.backend` around the learner's actor `model` (on Ray's rollout
+    workers when `resources.rollout_workers=ray`)."""
+    if cfg.resources.rollout_workers == "ray":
+        return RAY_SAMPLER(cfg, model, tokenizer)
     if cfg.rollout.backend not in SAMPLERS:
         raise SystemExit(
             f"rollout.backend={cfg.rollout.backend!r} cannot train; choose one of: {', '.join(SAMPLERS)}"
