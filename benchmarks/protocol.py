@@ -341,9 +341,9 @@ def evaluate_checkpoint(cfg: Config) -> float:
     from horizonrl.trainer.run import TrainingRun
 
     start = time.perf_counter()
-    runner = TrainingRun(resolve_config_families(cfg))
-    runner.evaluate("eval/final")
-    runner.monitor.close()
+    with TrainingRun(resolve_config_families(cfg)) as runner:
+        runner.evaluate("eval/final")
+        runner.monitor.close()
     del runner
     gc.collect()
     return time.perf_counter() - start

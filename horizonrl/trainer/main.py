@@ -170,7 +170,8 @@ def run(cfg: Config) -> int:
             if warm_start:
                 warm_started_rl(cfg, urls)
             else:
-                workflow.trainer_class()(cfg, env_urls=urls).fit()
+                with workflow.trainer_class()(cfg, env_urls=urls) as trainer:
+                    trainer.fit()
     except RunAborted as exc:
         raise SystemExit(f"horizonrl {name}: stopped at {cfg.trainer.output_dir}: {exc}") from None
     if world().is_main:
@@ -188,7 +189,8 @@ def warm_started_rl(cfg: Config, env_urls: dict[str, str]) -> None:
         f"horizonrl: phase 2/2: {cfg.algorithm.name} from {model_dir} -> {rl_cfg.trainer.output_dir}",
         flush=True,
     )
-    RLTrainer(rl_cfg, env_urls=env_urls).fit()
+    with RLTrainer(rl_cfg, env_urls=env_urls) as trainer:
+        trainer.fit()
     write_summary(cfg)
 
 
@@ -237,8 +239,8 @@ def sft_phase(cfg: Config, env_urls: dict[str, str]) -> Path:
         ),
     )
     print(f"horizonrl: phase 1/2: SFT, {cfg.sft.warmup_steps} steps -> {out / 'sft'}", flush=True)
-    sft = SFTTrainer(sft_cfg, env_urls=env_urls)
-    sft.fit()
+    with SFTTrainer(sft_cfg, env_urls=env_urls) as sft:
+        sft.fit()
     model_dir: Path = sft.final_model_dir()
     return model_dir
 

@@ -28,7 +28,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 
@@ -201,6 +201,8 @@ class TrainingRun:
         self.step = 0
         """Steps completed; checkpoint `step_N` holds the state after N steps."""
         self._rollout = rollout
+        self._given_rollout = rollout
+        """A rollout given at construction belongs to the caller; one built here is closed by `close`."""
         self.best: dict[str, Any] | None = None
         """The best checkpoint's record (`checkpoints/best/best.json`), read by `resume`."""
         if self.is_main:
@@ -208,6 +210,22 @@ class TrainingRun:
             self.monitor = Monitor(self.run_dir, cfg.logging, config_dict(cfg))
         else:
             self.monitor = SilentMonitor(self.run_dir, cfg.logging)
+
+    def close(self) -> None:
+        """Free the rollout this run built (`rollout()`): the vLLM engine's process, the Ray rollout
+        workers, the `hf` backend's caches. `horizonrl train` calls it after `fit()`; as a context
+        manager (`with Trainer(cfg) as run: run.fit()`) the run closes on exit. Without it, every run
+        of one process (a protocol's arms, a warm start's two phases) kept its engine alive."""
+        built = self._rollout.inner if isinstance(self._rollout, ShardedRollout) else self._rollout
+        if built is not None and built is not self._given_rollout and isinstance(built, EngineRollout):
+            built.close()
+        self._rollout = self._given_rollout
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- state of the subclass, saved with every checkpoint -------------------------------
     def trainer_state(self) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -63,6 +65,20 @@ def _prompts(tok):
 
 def _requests(prompts):
     return [GenerationRequest(token_ids=list(p), cache_key=i) for i, p in enumerate(prompts)]
+
+
+def _vllm_workers_of_this_process():
+    """Pids of live vLLM worker processes started by this process (from /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"vllm_worker.py" in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids
 
 
 def _max_diff(a, b):
@@ -242,6 +258,7 @@ def test_train_with_the_vllm_backend_logs_weight_sync_and_the_logprob_check(tmp_
     ]
     engine.close()  # one engine at a time on a small machine (this is the module's last test)
     assert main(args) == 0
+    assert _vllm_workers_of_this_process() == []  # the run closed its engine (no 4 GB left behind)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     for i, row in enumerate(rows):
