@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from horizonrl.config import Config, ConfigError, load_config
 from horizonrl.distributed.launch import relaunch_command, under_torchrun, world
@@ -170,13 +171,24 @@ def run(cfg: Config) -> int:
             if warm_start:
                 warm_started_rl(cfg, urls)
             else:
-                with workflow.trainer_class()(cfg, env_urls=urls) as trainer:
-                    trainer.fit()
+                fit_and_close(workflow.trainer_class()(cfg, env_urls=urls))
     except RunAborted as exc:
         raise SystemExit(f"horizonrl {name}: stopped at {cfg.trainer.output_dir}: {exc}") from None
     if world().is_main:
         print(f"horizonrl: run written to {cfg.trainer.output_dir}", flush=True)
     return 0
+
+
+def fit_and_close(trainer: Any) -> None:
+    """`trainer.fit()`, then free what a `TrainingRun` built (its vLLM engine, Ray workers) even when
+    the run stops early; a registered workflow's own class with only `fit` is just fitted."""
+    from horizonrl.trainer.run import TrainingRun
+
+    try:
+        trainer.fit()
+    finally:
+        if isinstance(trainer, TrainingRun):
+            trainer.close()
 
 
 def warm_started_rl(cfg: Config, env_urls: dict[str, str]) -> None:
