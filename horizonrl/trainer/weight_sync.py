@@ -143,7 +143,6 @@ class VLLMSampler:
         v = cfg.rollout.vllm
         self.cfg = cfg
         self.source = model
-        self.tolerance = v.check_tolerance
         self.sleep_during_update = v.sleep_during_update
         self.backend: VLLMBackend = VLLMBackend(
             cfg.model.path,
@@ -172,16 +171,11 @@ class VLLMSampler:
             "weight_sync/push_s": pushed["seconds"],
             "weight_sync/version": float(self.backend.weight_version),
         }
-        if self.tolerance > 0:
+        if self.check.tolerance > 0:
             [engine] = self.backend.compute_logprobs([self.check.probe])
             stats |= self.check({"the vLLM engine": engine}, self.backend.weight_version)
         stats["weight_sync/seconds"] = time.perf_counter() - start
         return stats
-
-    def max_logprob_diff(self) -> float:
-        """Max abs difference of the engine's and the actor's teacher-forced probe logprobs."""
-        [engine] = self.backend.compute_logprobs([self.check.probe])
-        return self.check.max_diff(engine)
 
     def after_rollout(self) -> None:
         """Colocated GPUs: free the engine's memory for the update (the next `sync` wakes it)."""
