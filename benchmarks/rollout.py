@@ -25,12 +25,15 @@ context; aim <= 1.3 with reuse).
 lock-step, hf async, vllm async), greedy, `--turns` turns each, every turn's whole reply being
 the action (so every turn steps the env; the models here rarely write an `Action:` line), in
 envs whose steps first sleep `--step-ms` times a factor drawn log-uniformly from
-[1/jitter, jitter] per (item, turn), the same for every engine. Figures: rollout wall time,
+[1/jitter, jitter] per (item, turn), the same for every engine; with `--reply-min`, each reply
+stops at a length drawn log-uniformly in [reply-min, max-tokens] per context (`VariedReplies`: a
+trained policy's natural stops, which the tiny random model never makes). Figures: rollout wall time,
 generated tokens/s, the speed-up over hf lock-step, and whether the trajectories' token ids
 equal hf lock-step's (greedy: they should). With `--repeats`, the runs alternate between the
 engines and each engine's fastest is kept; a backend starts once per model (vllm's start-up is
-not in its wall time). vllm runs where V1's backend starts (not on the
-`tiny` model, which exists only in memory); otherwise its row says why it was skipped.
+not in its wall time). vllm runs where its worker starts (for `tiny`, which exists only in
+memory, from a copy saved to a temporary folder; here `tiny` has head dim 64, which vLLM's CPU
+kernels need); otherwise its row says why it was skipped.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ import math
 import os
 import platform
 import random
+import shutil
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +58,7 @@ from horizonrl.agent.parsing import ParsedAction
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
 from horizonrl.envs.core import StepResult
 from horizonrl.envs.registry import get_family
-from horizonrl.models import load_model
+from horizonrl.models import TINY_MODEL_ALIASES, load_model, load_tokenizer, tiny_model_config
 from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams, make_backend
 from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
@@ -180,12 +186,37 @@ class SlowEnv:
         self.env.close()
 
 
+class VariedReplies:
+    """A backend whose replies stop at a length drawn log-uniformly from [lo, max_tokens] per
+    context (so the same for every engine): a trained policy's replies end where it emits its
+    end-of-turn token and vary in length, which the tiny random model (it never emits one) does not.
+    Lock-step then waits each round for its longest reply; async only for an episode's own."""
+
+    def __init__(self, backend: Any, lo: int, hi: int) -> None:
+        self.backend, self.log_lo, self.log_hi = backend, math.log(lo), math.log(hi)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def _cap(self, request: GenerationRequest) -> GenerationRequest:
+        rng = random.Random(hash(tuple(request.token_ids)))  # ints hash the same in every process
+        length = round(math.exp(rng.uniform(self.log_lo, self.log_hi)))
+        return replace(request, max_tokens=min(request.max_tokens or length, length))
+
+    def generate(self, requests: list[GenerationRequest], params: SamplingParams) -> Any:
+        return self.backend.generate([self._cap(r) for r in requests], params)
+
+    async def agenerate(self, request: GenerationRequest, params: SamplingParams) -> Any:
+        return await self.backend.agenerate(self._cap(request), params)
+
+
 def run_engine(backend: Any, engine: str, items: list[str], args: argparse.Namespace) -> dict[str, Any]:
     cfg = engine_config(args, len(items), temperature=0.0)
     base = get_prompt("textcraft")
     prompt = WholeReplyPrompt(family="textcraft", instruction=base.instruction, system=base.system)
     pool = LocalEnvPool("textcraft", make_env=lambda: SlowEnv(args.step_ms, args.jitter))
-    rollout = make_engine(engine, backend, pool, cfg, prompt=prompt)
+    policy = VariedReplies(backend, args.reply_min, args.max_tokens) if args.reply_min else backend
+    rollout = make_engine(engine, policy, pool, cfg, prompt=prompt)
     start = time.perf_counter()
     trajs = rollout.run(items, seed=args.seed)
     wall = time.perf_counter() - start
@@ -238,19 +269,46 @@ def _compare_batch(
     return rows
 
 
+def engines_model(name: str, dtype: str) -> tuple[Any, Any]:
+    """`load_model(name)`, but for `tiny` a head dim of 64 (hidden 128, 2 heads): vLLM's CPU
+    attention kernels reject the unit tests' head dim of 16, and both backends must run one model."""
+    if name not in TINY_MODEL_ALIASES:
+        return load_model(name, dtype=dtype)
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer(name)
+    ids = {k: getattr(tok, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    config = tiny_model_config(len(tok), hidden_size=128, num_attention_heads=2, num_key_value_heads=1, **ids)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config).to(getattr(torch, dtype)), tok
+
+
+def vllm_model(name: str, model: Any, tok: Any, tmp: Path) -> str:
+    """What the vllm backend loads for `name`: the in-memory tiny model is saved to `tmp` first."""
+    if name not in TINY_MODEL_ALIASES:
+        return name
+    folder = tmp / name
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
 def compare_engines(args: argparse.Namespace) -> int:
     items_all = get_family("textcraft").split("test")
     rows: list[dict[str, Any]] = []
     load = [os.getloadavg()[0]]
+    tmp = Path(tempfile.mkdtemp(prefix="horizonrl-bench-"))
     for name in args.models.split(","):
-        model, tok = load_model(name, dtype=args.dtype)
+        model, tok = engines_model(name, args.dtype)
         backends: dict[str, Any] = {}
         for backend_name in dict.fromkeys(spec.partition(":")[0] for spec in args.engines.split(",")):
             try:  # one backend each, kept for every run (vllm starts once)
                 backends[backend_name] = (
                     HFBackend(model, tok)
                     if backend_name == "hf"
-                    else make_backend(backend_name, model=name, dtype=args.dtype)
+                    else make_backend(
+                        backend_name, model=vllm_model(name, model, tok, tmp), tokenizer=tok, dtype=args.dtype
+                    )
                 )
             except Exception as exc:  # noqa: BLE001 (a backend that cannot start here is reported)
                 backends[backend_name] = f"skipped: {type(exc).__name__}: {str(exc)[:160]}"
@@ -262,12 +320,14 @@ def compare_engines(args: argparse.Namespace) -> int:
             for backend in backends.values():
                 if not isinstance(backend, str):
                     backend.close()
+    shutil.rmtree(tmp, ignore_errors=True)
     print()
     cpu, j = platform.processor() or platform.machine(), args.jitter
+    replies = f"{args.reply_min}-{args.max_tokens}" if args.reply_min else f"<= {args.max_tokens}"
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, {cpu}, "
         f"repeats {args.repeats} (best), env step {args.step_ms:g} ms x [1/{j:g}, {j:g}], "
-        f"load average {min(load):.1f}-{max(load):.1f}"
+        f"replies {replies} tokens, load average {min(load):.1f}-{max(load):.1f}"
     )
     print(
         "| model | episodes | backend | engine | rollout wall s | generated tok/s | vs first row "
@@ -306,6 +366,12 @@ def main() -> int:
     parser.add_argument("--engines", default="hf:lockstep,hf:async,vllm:async", help="backend:engine, ...")
     parser.add_argument("--step-ms", type=float, default=100.0, help="env step latency (median), ms")
     parser.add_argument("--jitter", type=float, default=3.0, help="latency factor range [1/j, j]")
+    parser.add_argument(
+        "--reply-min",
+        type=int,
+        default=0,
+        help="replies stop at a length drawn log-uniformly in [this, --max-tokens] (0: at --max-tokens)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.compare_engines:

@@ -226,6 +226,27 @@ def test_a_lora_learner_is_synced_with_its_adapters_merged(engine, hf):
     engine.load_weights(hf.model)
 
 
+@needs_vllm
+def test_an_engine_step_that_fails_fails_its_requests_with_vllms_error(tmp_path):
+    """A model the engine accepts at start but cannot run (here the tiny test model: head dim 16,
+    which vLLM's CPU attention kernels reject at the first step) answers every request with vLLM's
+    own message, instead of a lost connection."""
+    model, tok = load_model("tiny")
+    model.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    backend = make_backend("vllm", model=str(tmp_path / "tiny"), tokenizer=tok, max_model_len=512)
+    try:
+        if backend.info["device"] != "cpu":
+            pytest.skip("head dim 16 is only unsupported by vLLM's CPU kernels")
+        prompts = _prompts(tok)[:2]
+        results = backend.generate([GenerationRequest(token_ids=p) for p in prompts], SamplingParams(4))
+        for result in results:
+            assert result.error and "Unsupported CPU attention configuration: head_dim=16" in result.error
+            assert "engine step failed" in result.error
+    finally:
+        backend.close()
+
+
 def test_a_missing_vllm_python_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="install.sh"):
         VLLMBackend("default", load_tokenizer("default"), python="/nonexistent/bin/python")

@@ -234,7 +234,11 @@ class VLLMBackend(PolicyBackend):
         except (EOFError, OSError):
             pass
         if not self._closed:
-            error = f"{error} (code {self.proc.poll()}); log tail:\n{self.log_tail()}"
+            try:  # a crashing worker may still be printing its traceback: give it a moment
+                code = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            error = f"{error} (code {code}); log tail:\n{self.log_tail()}"
         for fut in list(self._pending.values()):
             fut.set_exception(RuntimeError(error))
         self._pending.clear()

@@ -99,6 +99,7 @@ class Worker:
         self.inbox: deque[dict[str, Any]] = deque()
         self.llm: Any = None
         self.on_cuda = False
+        self.live: set[str] = set()  # ids of the requests the engine holds
 
     def send(self, msg_id: str, ok: bool, result: Any = None, error: str | None = None) -> None:
         self.conn.send({"id": msg_id, "ok": ok, "result": result, "error": error})
@@ -134,10 +135,12 @@ class Worker:
             self.llm.llm_engine.add_request(
                 msg["id"], TokensPrompt(prompt_token_ids=list(msg["prompt"])), params, lora_request=lora
             )
+            self.live.add(msg["id"])
         except Exception as exc:  # a bad request (too long, bad params) fails alone
             self.send(msg["id"], False, error=f"{type(exc).__name__}: {exc}")
 
     def finished(self, out: Any) -> None:
+        self.live.discard(out.request_id)
         completion = out.outputs[0]
         logprobs = []
         for token, entry in zip(completion.token_ids, completion.logprobs or [], strict=False):
@@ -219,7 +222,16 @@ class Worker:
                     self.inbox.popleft()
                     self.send(str(msg.get("id")), False, error=f"unknown op {op!r}")
             if engine is not None and engine.has_unfinished_requests():
-                for out in engine.step():
+                try:
+                    outputs = engine.step()
+                except Exception as exc:
+                    # the engine cannot go on (e.g. a model its kernels do not support): every request
+                    # it held fails with vLLM's own error, then this worker ends
+                    error = f"vLLM's engine step failed: {type(exc).__name__}: {exc}"
+                    for request_id in sorted(self.live):
+                        self.send(request_id, False, error=error)
+                    raise
+                for out in outputs:
                     if out.finished:
                         self.finished(out)
 
