@@ -2,7 +2,8 @@
 # The main job: the warm-started recipe on TextCraft (depth 1-2) with SmolLM2-135M-Instruct on CPU.
 #   1. expert demos of the train split (once; `horizonrl solve`, about a second)
 #   2. `horizonrl train configs/quickstart.yaml`: a short SFT on the demos, eval,
-#      GRPO with the stepwise turn schedule, eval (each phase resumes if interrupted)
+#      GRPO with the stepwise turn schedule, eval (each phase resumes if interrupted); with
+#      `rollout.backend=vllm` when .venv-vllm/ exists
 #   3. the before/after success table (also in runs/quickstart/summary.md); the zero-shot row
 #      (0.0% in every run so far) is measured only with `sft.eval_before=true`
 # Extra arguments are dotted overrides, e.g. `bash scripts/quickstart.sh trainer.total_steps=8`.
@@ -18,8 +19,16 @@ if [ ! -s "$demos" ]; then
 else
   echo "[quickstart] 1/3 expert demos: $demos exists"
 fi
+# Rollouts and evals on vLLM where scripts/install.sh made .venv-vllm/ (the same greedy episodes as
+# hf, 2.4x faster evals: 1121 s in all on an idle 2-core machine, against ~1590 s on hf)
+backend=()
+if [ -x .venv-vllm/bin/python ]; then
+  backend=(rollout.backend=vllm rollout.vllm.max_model_len=2048 rollout.vllm.kv_cache_gb=2)
+else
+  echo "[quickstart] no .venv-vllm/ (HORIZONRL_VLLM=none?): rollouts and evals on hf, ~8 min slower"
+fi
 echo "[quickstart] 2/3 SFT, GRPO (stepwise turn caps), evals -> $out"
-horizonrl train configs/quickstart.yaml "data.train_files=[$demos]" "trainer.output_dir=$out" "$@"
+horizonrl train configs/quickstart.yaml "data.train_files=[$demos]" "trainer.output_dir=$out" "${backend[@]}" "$@"
 echo
 echo "[quickstart] 3/3 greedy success on the same TextCraft test items (depth 1-2), $(( $(date +%s) - start )) s in all:"
 cat "$out/summary.md"

@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 
 import pytest
 import torch
@@ -36,6 +35,7 @@ ray = pytest.importorskip("ray")
 
 from horizonrl.distributed.ray_rollout import export_state  # noqa: E402 (after the skip)
 from horizonrl.trainer.weight_sync import RaySampler, WeightDesync, make_sampler  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, logprob_temperature=1.0)
 LOGPROB_TOL = 1e-4
@@ -227,12 +227,6 @@ def test_workers_ray_cannot_place_stop_with_the_resources_they_asked_for(cluster
         ray_rollout.start_rollout_workers(_config("resources.rollout_worker_cpus=4"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 CONFIG = """\
 model: {path: tiny, bf16: false}
 data: {families: [textcraft], batch_size: 2}
@@ -252,7 +246,7 @@ def test_train_with_ray_rollout_workers_runs_grpo_end_to_end(cluster, tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text(CONFIG)
     run = tmp_path / "run"
-    assert main(["train", str(config), f"trainer.output_dir={run}", f"env.base_port={_free_port()}"]) == 0
+    assert main(["train", str(config), f"trainer.output_dir={run}", f"env.base_port={free_port()}"]) == 0
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [x for x in lines if "loss/objective" in x]
     assert [x["step"] for x in steps] == [1, 2]

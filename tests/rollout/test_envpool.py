@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from horizonrl.envs.core import EnvError
 from horizonrl.rollout.envpool import RemoteEnvPool
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,9 +37,7 @@ def _wait_healthy(url: str) -> None:
 
 
 def test_an_outage_fails_the_sessions_in_flight_and_new_sessions_wait_for_the_server() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = _serve(port)
     processes = [server]

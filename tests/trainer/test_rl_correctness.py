@@ -6,7 +6,6 @@ Which distribution each logprob is under is written down in `horizonrl.trainer.l
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from horizonrl.algos import losses
 from horizonrl.config import load_config
 from horizonrl.trainer.rl import RLTrainer
 from horizonrl.trainer.workflows import RunAborted
+from tests.ports import dead_url
 
 REAL = [
     "model.path=tiny",
@@ -89,17 +89,10 @@ def test_nonfinite_gradients_are_never_applied_and_stop_the_run(tmp_path, script
     assert all(p.grad is None for p in trainer.learner.actor.parameters())
 
 
-def _dead_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"  # closed again: nothing listens there
-
-
 def test_failed_zero_survives_an_env_server_that_is_down(tmp_path):
     """Every reset fails, so no trajectory has a token: nothing reaches collate; the step is skipped."""
     cfg = _cfg(tmp_path, "algorithm.failed=zero", "rollout.env_timeout_s=5")
-    metrics = RLTrainer(cfg, env_urls={"textcraft": _dead_url()}).fit()
+    metrics = RLTrainer(cfg, env_urls={"textcraft": dead_url()}).fit()
     assert metrics["failed/frac"] == 1.0
     assert metrics["update/skipped"] == 1.0
 
@@ -107,7 +100,7 @@ def test_failed_zero_survives_an_env_server_that_is_down(tmp_path):
 def test_a_run_whose_envs_all_fail_stops_after_max_failed_steps(tmp_path):
     cfg = _cfg(tmp_path, "trainer.total_steps=4", "trainer.max_failed_steps=2", "rollout.env_timeout_s=5")
     with pytest.raises(RunAborted, match="every episode failed in 2 consecutive steps"):
-        RLTrainer(cfg, env_urls={"textcraft": _dead_url()}).fit()
+        RLTrainer(cfg, env_urls={"textcraft": dead_url()}).fit()
     assert len(_lines(tmp_path)) == 2
 
 

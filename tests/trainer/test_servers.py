@@ -19,16 +19,11 @@ from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.rl import RLTrainer
 from horizonrl.trainer.servers import LaunchedServer, start_env_servers
 from horizonrl.trainer.workflows import RunAborted
+from tests.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
 RESTART_DELAY_S = 4.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(tmp_path, *extra):
@@ -44,7 +39,7 @@ def _config(tmp_path, *extra):
             "logging.tensorboard=false",
             "logging.console=false",
             "env.launch=true",
-            f"env.base_port={_free_port()}",
+            f"env.base_port={free_port()}",
             *extra,
         ],
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,12 +23,7 @@ from starlette.routing import Route
 from horizonrl.envs.web.actions import Action, Tabs, key_combination, parse_action
 from horizonrl.envs.web.browser import TENANT_HEADER, Browser, BrowserConfig, is_allowed, origin_of
 from horizonrl.envs.web.observation import format_observation, parse_tree, render_tree
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.ports import free_port
 
 
 class Site:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,17 +19,12 @@ from horizonrl.envs.web.expert import find_element
 from horizonrl.envs.web.sites import RunningSites
 from horizonrl.eval.solve import play_expert
 from horizonrl.rollout.trajectory import read_jsonl, write_jsonl
+from tests.ports import dead_url
 
 SPEC = get_family("web")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-DEAD = f"http://127.0.0.1:{_free_port()}"
+DEAD = dead_url()
 
 
 @pytest.fixture(scope="module")

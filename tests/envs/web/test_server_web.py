@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,14 +18,9 @@ from horizonrl.envs.registry import get_family
 from horizonrl.envs.web import tasks
 from horizonrl.envs.web.expert import WebExpert
 from horizonrl.server.client import RemoteEnv
+from tests.ports import free_port
 
 SPEC = get_family("web")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:
