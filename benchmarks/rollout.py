@@ -58,7 +58,7 @@ from horizonrl.agent.parsing import ParsedAction
 from horizonrl.agent.prompts import FamilyPrompt, get_prompt
 from horizonrl.envs.core import StepResult
 from horizonrl.envs.registry import get_family
-from horizonrl.models import TINY_MODEL_ALIASES, load_model, load_tokenizer, tiny_model_config
+from horizonrl.models import TINY_MODEL_ALIASES, load_model
 from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams, make_backend
 from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
@@ -272,15 +272,8 @@ def _compare_batch(
 def engines_model(name: str, dtype: str) -> tuple[Any, Any]:
     """`load_model(name)`, but for `tiny` a head dim of 64 (hidden 128, 2 heads): vLLM's CPU
     attention kernels reject the unit tests' head dim of 16, and both backends must run one model."""
-    if name not in TINY_MODEL_ALIASES:
-        return load_model(name, dtype=dtype)
-    from transformers import AutoModelForCausalLM
-
-    tok = load_tokenizer(name)
-    ids = {k: getattr(tok, k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
-    config = tiny_model_config(len(tok), hidden_size=128, num_attention_heads=2, num_key_value_heads=1, **ids)
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config).to(getattr(torch, dtype)), tok
+    tiny = dict(hidden_size=128, num_attention_heads=2, num_key_value_heads=1)
+    return load_model(name, dtype=dtype, tiny_config=tiny)
 
 
 def vllm_model(name: str, model: Any, tok: Any, tmp: Path) -> str:

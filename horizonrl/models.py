@@ -164,8 +164,11 @@ def tiny_model_config(vocab_size: int, **overrides: Any) -> Any:
     return LlamaConfig(**kwargs)
 
 
-def load_model(path: str, *, dtype: str = "float32", seed: int = 0) -> tuple[Any, Any]:
-    """Return `(model, tokenizer)` for a path or alias (see module docstring)."""
+def load_model(
+    path: str, *, dtype: str = "float32", seed: int = 0, tiny_config: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
+    """Return `(model, tokenizer)` for a path or alias (see module docstring); `tiny_config`
+    overrides the tiny model's config (e.g. `hidden_size`), and only the tiny model's."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -178,6 +181,7 @@ def load_model(path: str, *, dtype: str = "float32", seed: int = 0) -> tuple[Any
             bos_token_id=tokenizer.bos_token_id,
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
+            **(tiny_config or {}),
         )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
