@@ -22,7 +22,8 @@ fi
 # Rollouts and evals on vLLM where scripts/install.sh made .venv-vllm/ (the same greedy episodes as
 # hf, 2.4x faster evals: 1121 s in all on an idle 2-core machine, against ~1590 s on hf)
 backend=()
-if [ -x .venv-vllm/bin/python ]; then
+# (the vllm backend's own lookup: .venv-vllm/, else this python when it can import vllm)
+if python3 -c "from horizonrl.rollout.backends.vllm import default_python; default_python()" 2>/dev/null; then
   backend=(rollout.backend=vllm rollout.vllm.max_model_len=2048 rollout.vllm.kv_cache_gb=2)
 else
   echo "[quickstart] no .venv-vllm/ (HORIZONRL_VLLM=none?): rollouts and evals on hf, ~8 min slower"

@@ -19,6 +19,7 @@ from horizonrl.distributed.replica_pool import ReplicaEnvPool
 from horizonrl.models import load_tokenizer
 from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.trainer.servers import wait_healthy
+from tests.ports import free_port
 from tests.rollout.helpers import ScriptedBackend
 
 ray = pytest.importorskip("ray")
@@ -27,9 +28,7 @@ ITEMS = ["textcraft_0", "textcraft_1", "textcraft_2", "textcraft_3"]
 
 def _two_free_ports() -> int:
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         try:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", port + 1))

@@ -16,6 +16,7 @@ import pytest
 
 from horizonrl.envs.core import EnvError, UnknownItemError
 from horizonrl.server.client import AsyncRemoteEnv, RemoteEnv
+from tests.ports import free_port
 
 
 def fake_server(
@@ -187,9 +188,7 @@ def test_idempotent_calls_are_retried_a_bounded_number_of_times(dropping: Droppi
 
 
 def test_an_unreachable_server_raises_env_error_naming_it() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens here once closed
+    port = free_port()  # nothing listens there
     env = AsyncRemoteEnv(f"http://127.0.0.1:{port}", family="srvtoy", retries=2, backoff=0.01)
 
     async def main() -> None:
