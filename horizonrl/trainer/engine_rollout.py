@@ -76,6 +76,16 @@ class EngineRollout:
         self.synced = True
         return stats
 
+    def retarget(self, cfg: Config, model: Any, env_urls: dict[str, str]) -> None:
+        """Serve another run of this process from now on: `cfg`'s rollout and eval settings, its
+        env servers, and `model`'s weights (pushed by the next `sync_weights`;
+        `TrainingRun.adopt_engine`)."""
+        self.cfg = cfg
+        self.env_urls = env_urls
+        self.sampler.retarget(model)
+        self.backend = self.sampler.backend
+        self.synced = False
+
     def close(self) -> None:
         self.sampler.close()
 

@@ -8,6 +8,8 @@ An RL config with `sft.warmup_steps > 0` runs the warm-started recipe (`warm_sta
 SFT on `data.train_files` into `<output_dir>/sft` (evaluating the initial model first when
 `sft.eval_before`), RL from the SFT weights into `<output_dir>/rl`, each ending with a greedy eval,
 then a table of the evals; each phase resumes on its own, so rerunning continues where it stopped.
+The RL phase takes over the rollout engine the SFT phase's eval built (`TrainingRun.adopt_engine`):
+one vLLM start for both phases.
 
 `horizonrl train CONFIG --dry-run` prints the placement `resources:` implies and starts nothing.
 With `resources.learner_world_size > 1` on one node, `horizonrl train` relaunches itself under
@@ -26,11 +28,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from horizonrl.config import Config, ConfigError, load_config
 from horizonrl.distributed.launch import relaunch_command, under_torchrun, world
 from horizonrl.trainer.workflows import RunAborted, get_workflow
+
+if TYPE_CHECKING:
+    from horizonrl.trainer.engine_rollout import EngineRollout
 
 
 def _load(args: argparse.Namespace, command: str, name: str | None = None) -> Config:
@@ -72,7 +77,9 @@ def relaunch(args: argparse.Namespace, cfg: Config) -> int:
         one = replace(cfg, resources=replace(r, learner_world_size=1))
         _check_inputs(one)
         with _run_servers(one) as urls:
-            model_dir = sft_phase(one, urls)
+            model_dir, engine = sft_phase(one, urls)
+            if engine is not None:  # the RL phase runs in other processes
+                engine.close()
         overrides += [f"{key}={value}" for key, value in rl_phase_overrides(cfg, model_dir).items()]
     cmd = relaunch_command(args.config, overrides, r.nproc_per_node)
     print(f"horizonrl train: {r.learner_world_size} learner processes: {' '.join(cmd[1:])}", flush=True)
@@ -195,14 +202,22 @@ def warm_started_rl(cfg: Config, env_urls: dict[str, str]) -> None:
     """SFT (`sft.warmup_steps` steps on `data.train_files`), then RL from its weights, then the table."""
     from horizonrl.trainer.rl import RLTrainer
 
-    model_dir = sft_phase(cfg, env_urls)
-    rl_cfg = load_config_with(cfg, rl_phase_overrides(cfg, model_dir))
-    print(
-        f"horizonrl: phase 2/2: {cfg.algorithm.name} from {model_dir} -> {rl_cfg.trainer.output_dir}",
-        flush=True,
-    )
-    with RLTrainer(rl_cfg, env_urls=env_urls) as trainer:
-        trainer.fit()
+    model_dir, engine = sft_phase(cfg, env_urls)
+    adopted = False
+    try:
+        rl_cfg = load_config_with(cfg, rl_phase_overrides(cfg, model_dir))
+        print(
+            f"horizonrl: phase 2/2: {cfg.algorithm.name} from {model_dir} -> {rl_cfg.trainer.output_dir}",
+            flush=True,
+        )
+        with RLTrainer(rl_cfg, env_urls=env_urls) as trainer:
+            if engine is not None:  # the SFT phase's eval engine (e.g. vLLM): no second start
+                trainer.adopt_engine(engine)
+                adopted = True
+            trainer.fit()
+    finally:
+        if engine is not None and not adopted:
+            engine.close()
     write_summary(cfg)
 
 
@@ -227,8 +242,9 @@ def rl_phase_overrides(cfg: Config, model_dir: Path) -> dict[str, str]:
     }
 
 
-def sft_phase(cfg: Config, env_urls: dict[str, str]) -> Path:
-    """Phase 1 of a warm start: SFT into `<output_dir>/sft`; returns its final model folder."""
+def sft_phase(cfg: Config, env_urls: dict[str, str]) -> tuple[Path, EngineRollout | None]:
+    """Phase 1 of a warm start: SFT into `<output_dir>/sft`; returns its final model folder and the
+    rollout engine its evals built (None when they did not run), for the RL phase to take over."""
     from horizonrl.trainer.sft import SFTTrainer
 
     if not cfg.data.train_files:
@@ -253,8 +269,9 @@ def sft_phase(cfg: Config, env_urls: dict[str, str]) -> Path:
     print(f"horizonrl: phase 1/2: SFT, {cfg.sft.warmup_steps} steps -> {out / 'sft'}", flush=True)
     with SFTTrainer(sft_cfg, env_urls=env_urls) as sft:
         sft.fit()
+        engine = sft.release_engine()
     model_dir: Path = sft.final_model_dir()
-    return model_dir
+    return model_dir, engine
 
 
 def write_summary(cfg: Config) -> None:

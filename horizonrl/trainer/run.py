@@ -221,6 +221,28 @@ class TrainingRun:
             built.close()
         self._rollout = self._given_rollout
 
+    def release_engine(self) -> EngineRollout | None:
+        """The rollout engine this run built, handed over to a later run of this process
+        (`adopt_engine`), which closes it; None when it built none. A warm start's RL phase takes
+        over its SFT phase's engine this way: one vLLM start instead of two (~30 s on a CPU)."""
+        built = self._rollout
+        if built is self._given_rollout or not isinstance(built, EngineRollout):
+            return None
+        self._rollout = self._given_rollout
+        return built
+
+    def adopt_engine(self, engine: EngineRollout) -> None:
+        """Roll out and eval with `engine` (`release_engine` of an earlier run of this process),
+        from this run's learner's weights on; this run closes it. The engine must have been built
+        for the same `rollout` and `resources` settings."""
+        if self._rollout is not None:
+            raise RuntimeError("adopt_engine: this run has a rollout already")
+        for section in ("rollout", "resources"):
+            if getattr(engine.cfg, section) != getattr(self.cfg, section):
+                raise ValueError(f"adopt_engine: the engine was built for other `{section}` settings")
+        engine.retarget(self.cfg, self.learner.sampling_model(), self.env_urls)
+        self._rollout = engine
+
     def __enter__(self) -> Self:
         return self
 

@@ -66,6 +66,11 @@ class Sampler(Protocol):
         """A training rollout ended; the learner updates next."""
         ...
 
+    def retarget(self, model: Any) -> None:
+        """Sample from `model`'s weights from the next `sync` on (a later run of this process took
+        the sampler over, `TrainingRun.adopt_engine`)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -73,14 +78,23 @@ class HFSampler:
     """The `hf` backend over the actor itself (fp32) or over a copy in `rollout.dtype`."""
 
     def __init__(self, cfg: Config, model: Any, tokenizer: Any) -> None:
+        self.dtype = getattr(torch, cfg.rollout.dtype)
+        self.tokenizer = tokenizer
+        self._bind(model)
+
+    def _bind(self, model: Any) -> None:
         self.source = model
         self.sampler_model = model
-        dtype = getattr(torch, cfg.rollout.dtype)
-        if next(model.parameters()).dtype != dtype:
+        if next(model.parameters()).dtype != self.dtype:
             self.sampler_model = copy.deepcopy(model).eval().requires_grad_(False)
             for p in self.sampler_model.parameters():
-                p.data = p.data.to(dtype)
-        self.backend: PolicyBackend = HFBackend(model=self.sampler_model, tokenizer=tokenizer)
+                p.data = p.data.to(self.dtype)
+        self.backend: PolicyBackend = HFBackend(model=self.sampler_model, tokenizer=self.tokenizer)
+
+    def retarget(self, model: Any) -> None:
+        """Sample from `model` (another learner's actor) from now on."""
+        self.backend.close()
+        self._bind(model)
 
     @torch.no_grad()
     def sync(self) -> dict[str, float]:
@@ -114,6 +128,10 @@ class ProbeCheck:
         self.tolerance = tolerance
         self.setting = setting
         self._reference = HFBackend(model=model, tokenizer=tokenizer)
+
+    def retarget(self, model: Any) -> None:
+        """Check against `model` (another learner's actor) from now on."""
+        self._reference = HFBackend(model=model, tokenizer=self._reference.tokenizer)
 
     def max_diff(self, engine: list[float]) -> float:
         """Max abs difference of one engine's probe logprobs from the actor's (first token skipped)."""
@@ -177,6 +195,11 @@ class VLLMSampler:
         stats["weight_sync/seconds"] = time.perf_counter() - start
         return stats
 
+    def retarget(self, model: Any) -> None:
+        """Push and check `model`'s weights (another learner's actor) from the next `sync` on."""
+        self.source = model
+        self.check.retarget(model)
+
     def after_rollout(self) -> None:
         """Colocated GPUs: free the engine's memory for the update (the next `sync` wakes it)."""
         if self.sleep_during_update and not self.asleep:
@@ -225,6 +248,11 @@ class RaySampler:
         """The post-sync check on every worker (`WeightDesync` names the worst one)."""
         scored = self.backend.worker_logprobs([self.check.probe])
         return self.check({f"rollout worker {k}": lps for k, [lps] in scored.items()}, self.backend.version)
+
+    def retarget(self, model: Any) -> None:
+        """Push and check `model`'s weights (another learner's actor) from the next `sync` on."""
+        self.source = model
+        self.check.retarget(model)
 
     def after_rollout(self) -> None:
         pass

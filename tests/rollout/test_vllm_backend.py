@@ -254,8 +254,16 @@ def test_a_missing_vllm_python_is_a_clear_error():
 
 @needs_vllm
 def test_train_with_the_vllm_backend_logs_weight_sync_and_the_logprob_check(tmp_path, engine):
+    """A warm start (1 SFT step, its eval, 2 GRPO steps, their eval) on one vLLM engine: the RL
+    phase takes over the SFT phase's engine and pushes its own learner's weights to it."""
     from horizonrl.cli import main
+    from horizonrl.envs.registry import get_family
+    from horizonrl.eval.solve import solve_items
+    from horizonrl.rollout.trajectory import write_jsonl
 
+    spec = get_family("textcraft")
+    items = [i for i in spec.split("train") if spec.category_of(i) == "depth 1"][:2]
+    write_jsonl(tmp_path / "demos.jsonl", solve_items(spec.make_env, spec, items))
     run = tmp_path / "run"
     args = [
         "train",
@@ -265,29 +273,35 @@ def test_train_with_the_vllm_backend_logs_weight_sync_and_the_logprob_check(tmp_
         "data.batch_size=1",
         "rollout.n=2",
         "rollout.max_tokens=8",
-        "sft.warmup_steps=0",
-        "data.train_files=[]",
+        "sft.warmup_steps=1",
+        "sft.batch_size=2",
+        "sft.max_length=400",
+        f"data.train_files=[{tmp_path / 'demos.jsonl'}]",
         "schedule.type=fixed",
         "schedule.rounds=[1]",
         "trainer.total_steps=2",
         "trainer.lr=1e-4",
         "algorithm.entropy_coef=0.01",  # all-zero advantages are likely; the entropy term still moves
         "algorithm.filter_groups=false",
-        "eval.at_end=false",
+        "eval.limit=1",
+        "eval.max_turns=1",
+        "eval.max_tokens=8",
         "logging.console=false",
         f"trainer.output_dir={run}",
     ]
     engine.close()  # one engine at a time on a small machine (this is the module's last test)
     assert main(args) == 0
     assert _vllm_workers_of_this_process() == []  # the run closed its engine (no 4 GB left behind)
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2]
-    for i, row in enumerate(rows):
+    assert (run / "rl" / "eval" / "final" / "report.json").exists()
+    rows = [json.loads(line) for line in (run / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "time/step" in r] == [1, 2]
+    for i, row in enumerate(r for r in rows if "time/step" in r):
         assert row["time/weight_sync"] > 0
-        assert row["weight_sync/version"] == i + 1
+        # weight version 1 was the SFT phase's eval: the same engine, not a second one
+        assert row["weight_sync/version"] == i + 2
         assert row["weight_sync/max_logprob_diff"] < SYNC_TOL
     trajectories = [
-        json.loads(line) for line in (run / "trajectories" / "step_2.jsonl").read_text().splitlines()
+        json.loads(line) for line in (run / "rl" / "trajectories" / "step_2.jsonl").read_text().splitlines()
     ]
     assert len(trajectories) == 2 and all(t["token_ids"] and t["logprobs"] for t in trajectories)
 

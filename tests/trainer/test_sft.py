@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -185,6 +186,59 @@ def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "| zero-shot |" in out and "| after SFT (1 steps) |" in out and "after SFT + grpo" in out
     assert (run / "summary.md").read_text().strip() in out
+
+
+def test_the_rl_phase_takes_over_the_engine_of_the_sft_phase(tmp_path, monkeypatch):
+    """One rollout engine for both phases of a warm start (one vLLM start instead of two), sampling
+    from the RL learner's weights once handed over; an engine of other rollout settings is refused."""
+    from horizonrl.trainer.engine_rollout import EngineRollout
+    from horizonrl.trainer.main import load_config_with, rl_phase_overrides, sft_phase
+    from horizonrl.trainer.rl import RLTrainer
+
+    built = []
+    init = EngineRollout.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(EngineRollout, "__init__", counting_init)
+    path, _ = demo_file(tmp_path, n=2)
+    run = tmp_path / "qs"
+    overrides = [
+        *TINY,
+        f"data.train_files=[{path}]",
+        f"trainer.output_dir={run}",
+        "sft.warmup_steps=1",
+        "sft.batch_size=2",
+        "sft.max_length=300",
+        "trainer.total_steps=1",
+        "data.batch_size=1",
+        "rollout.n=2",
+        "rollout.max_tokens=4",
+        "eval.limit=1",
+        "eval.max_turns=1",
+        "eval.max_tokens=4",
+    ]
+    assert main(["train", "configs/quickstart.yaml", *overrides]) == 0
+    assert len(built) == 1  # the SFT phase's eval built it; the RL phase's rollouts and eval used it
+    assert (run / "rl" / "eval" / "final" / "report.json").exists()
+
+    cfg = load_config("configs/quickstart.yaml", [*overrides, f"trainer.output_dir={tmp_path / 'again'}"])
+    model_dir, engine = sft_phase(cfg, {})
+    assert engine is built[-1] and len(built) == 2
+    rl_cfg = load_config_with(cfg, rl_phase_overrides(cfg, model_dir))
+    with RLTrainer(rl_cfg) as other:
+        n3 = replace(rl_cfg, rollout=replace(rl_cfg.rollout, n=3))
+        mismatched = EngineRollout(n3, other.learner.sampling_model(), other.learner.tokenizer, {})
+        with pytest.raises(ValueError, match="other `rollout` settings"):
+            other.adopt_engine(mismatched)
+        mismatched.close()
+    with RLTrainer(rl_cfg) as trainer:
+        trainer.adopt_engine(engine)
+        assert trainer.rollout() is engine
+        assert engine.sampler.source is trainer.learner.sampling_model()
+        assert engine.backend.model is trainer.learner.sampling_model()
 
 
 def test_plain_rl_with_trajectory_files_says_what_to_do(tmp_path):
