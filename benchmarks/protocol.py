@@ -17,7 +17,8 @@ the arms are the `ARMS` table below:
 - `sft-equal`: the equal-compute baseline, SFT continued from the checkpoint on the same demos for
   as long as the `--budget-arm` (default `grpo`) RL phase of the same seed trained (the sum of its
   `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first;
-- RL arms: GRPO; GRPO + turn-level credit (GiGPO), + the invalid-action penalty; and the turn-cap
+- RL arms: GRPO; GRPO + turn-level credit (GiGPO; also with advantages only mean-centred), + the
+  invalid-action penalty; and the turn-cap
   arms on a horizon-demanding subset (TextCraft depth 2-3 for training): fixed-short, fixed-long,
   stepwise and adaptive caps over `--caps` (default 3,6,10). Arms whose feature is not in this
   checkout stop the protocol before anything runs, naming the arm and the config error.
@@ -89,6 +90,13 @@ ARMS = {
             "rl",
             ("algorithm.adv_estimator=gigpo",),
             "GRPO + turn-level credit (GiGPO)",
+            "algorithm.adv_estimator=gigpo (turn-level credit, issue 18)",
+        ),
+        Arm(
+            "grpo-turn-centred",
+            "rl",
+            ("algorithm.adv_estimator=gigpo", "algorithm.grpo_norm_by_std=false"),
+            "GiGPO, advantages mean-centred (not divided by the std)",
             "algorithm.adv_estimator=gigpo (turn-level credit, issue 18)",
         ),
         Arm(
