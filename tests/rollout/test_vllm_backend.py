@@ -230,7 +230,7 @@ def test_a_lora_learner_is_synced_with_its_adapters_merged(engine, hf):
 def test_an_engine_step_that_fails_fails_its_requests_with_vllms_error(tmp_path):
     """A model the engine accepts at start but cannot run (here the tiny test model: head dim 16,
     which vLLM's CPU attention kernels reject at the first step) answers every request with vLLM's
-    own message, instead of a lost connection."""
+    own message, instead of a lost connection; so does a request sent after the failure."""
     model, tok = load_model("tiny")
     model.save_pretrained(tmp_path / "tiny")
     tok.save_pretrained(tmp_path / "tiny")
@@ -240,9 +240,14 @@ def test_an_engine_step_that_fails_fails_its_requests_with_vllms_error(tmp_path)
             pytest.skip("head dim 16 is only unsupported by vLLM's CPU kernels")
         prompts = _prompts(tok)[:2]
         results = backend.generate([GenerationRequest(token_ids=p) for p in prompts], SamplingParams(4))
-        for result in results:
+        [later] = backend.generate([GenerationRequest(token_ids=prompts[0])], SamplingParams(4))
+        for result in [*results, later]:
             assert result.error and "Unsupported CPU attention configuration: head_dim=16" in result.error
             assert "engine step failed" in result.error
+        backend.proc.kill()  # a worker that is gone (killed, out of memory): a clear error, no hang
+        backend.proc.wait(timeout=30)
+        with pytest.raises(RuntimeError, match="the vLLM worker exited"):
+            backend.generate([GenerationRequest(token_ids=prompts[0])], SamplingParams(4))
     finally:
         backend.close()
 

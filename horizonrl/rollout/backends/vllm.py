@@ -155,6 +155,8 @@ class VLLMBackend(PolicyBackend):
         self._pending: dict[str, Future[Any]] = {}
         self._send_lock = threading.Lock()
         self._closed = False
+        self._lost: str | None = None
+        """Why the worker is gone (it exited without being closed); later requests raise it."""
         self._workdir = Path(tempfile.mkdtemp(prefix="horizonrl-vllm-"))
         shm = Path("/dev/shm")
         self._sync_root = Path(sync_dir) if sync_dir else (shm if shm.is_dir() else self._workdir)
@@ -239,6 +241,7 @@ class VLLMBackend(PolicyBackend):
             except subprocess.TimeoutExpired:
                 code = None
             error = f"{error} (code {code}); log tail:\n{self.log_tail()}"
+        self._lost = error
         for fut in list(self._pending.values()):
             fut.set_exception(RuntimeError(error))
         self._pending.clear()
@@ -246,11 +249,17 @@ class VLLMBackend(PolicyBackend):
     def _submit(self, msg: dict[str, Any], msg_id: str | None = None) -> Future[Any]:
         if self._closed:
             raise RuntimeError("the vllm backend is closed")
+        if self._lost is not None:
+            raise RuntimeError(self._lost)
         msg_id = msg_id or f"r{next(self._ids)}"
         fut: Future[Any] = Future()
         self._pending[msg_id] = fut
-        with self._send_lock:
-            self.conn.send({**msg, "id": msg_id})
+        try:
+            with self._send_lock:
+                self.conn.send({**msg, "id": msg_id})
+        except OSError:  # the worker is gone and the reader has not noticed yet
+            self._pending.pop(msg_id, None)
+            raise RuntimeError(f"the vLLM worker exited; log tail:\n{self.log_tail()}") from None
         return fut
 
     def _call(self, name: str, timeout: float | None = 600.0, **kwargs: Any) -> Any:

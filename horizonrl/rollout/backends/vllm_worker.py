@@ -100,6 +100,8 @@ class Worker:
         self.llm: Any = None
         self.on_cuda = False
         self.live: set[str] = set()  # ids of the requests the engine holds
+        self.broken: str | None = None
+        """vLLM's error once an engine step failed: every later request and call gets it."""
 
     def send(self, msg_id: str, ok: bool, result: Any = None, error: str | None = None) -> None:
         self.conn.send({"id": msg_id, "ok": ok, "result": result, "error": error})
@@ -207,6 +209,9 @@ class Worker:
                     except Exception:
                         self.send("init", False, error=traceback.format_exc())
                         return
+                elif self.broken is not None:
+                    self.inbox.popleft()
+                    self.send(str(msg.get("id")), False, error=self.broken)
                 elif op == "generate":
                     self.inbox.popleft()
                     self.add(msg)
@@ -226,11 +231,15 @@ class Worker:
                     outputs = engine.step()
                 except Exception as exc:
                     # the engine cannot go on (e.g. a model its kernels do not support): every request
-                    # it held fails with vLLM's own error, then this worker ends
-                    error = f"vLLM's engine step failed: {type(exc).__name__}: {exc}"
+                    # it held, and every one sent later (they may be on their way now), fails with
+                    # vLLM's own error until the backend shuts this worker down
+                    traceback.print_exc()
+                    self.broken = f"vLLM's engine step failed: {type(exc).__name__}: {exc}"
                     for request_id in sorted(self.live):
-                        self.send(request_id, False, error=error)
-                    raise
+                        self.send(request_id, False, error=self.broken)
+                    self.live.clear()
+                    engine = None
+                    continue
                 for out in outputs:
                     if out.finished:
                         self.finished(out)
