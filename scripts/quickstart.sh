@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_WAIT_POLICY=PASSIVE   # busy-waiting OpenMP threads slow everything ~10x on shared cores
 demos=runs/demos/textcraft_train.jsonl
-out=runs/quickstart
+out=${QUICKSTART_OUT:-runs/quickstart}   # QUICKSTART_OUT=DIR: another run folder (a fresh run next to a finished one)
 start=$(date +%s)
 if [ ! -s "$demos" ]; then
   echo "[quickstart] 1/3 expert demos -> $demos"
