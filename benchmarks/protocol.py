@@ -20,7 +20,8 @@ the arms are the `ARMS` table below:
 - RL arms: GRPO; GRPO + turn-level credit (GiGPO; also with advantages only mean-centred), + the
   invalid-action penalty; and the turn-cap
   arms on a horizon-demanding subset (TextCraft depth 2-3 for training): fixed-short, fixed-long,
-  stepwise and adaptive caps over `--caps` (default 3,6,10). Arms whose feature is not in this
+  stepwise (also with the reward shaped by sub-goal progress, `algorithm.reward=shaped`) and
+  adaptive caps over `--caps` (default 3,6,10). Arms whose feature is not in this
   checkout stop the protocol before anything runs, naming the arm and the config error.
 
 Every arm ends with the same greedy eval (`eval:` of the base config, with `--eval-limit` items per
@@ -120,6 +121,18 @@ ARMS = {
             "rl",
             (*HORIZON, "schedule.type=stepwise", "schedule.rounds=[{caps}]", "schedule.every={stage}"),
             "stepwise caps",
+        ),
+        Arm(
+            "cap-stepwise-shaped",
+            "rl",
+            (
+                *HORIZON,
+                "schedule.type=stepwise",
+                "schedule.rounds=[{caps}]",
+                "schedule.every={stage}",
+                "algorithm.reward=shaped",
+            ),
+            "stepwise caps, reward shaped by sub-goal progress",
         ),
         Arm(
             "cap-adaptive",
