@@ -156,27 +156,34 @@ def test_cli_without_train_files_says_what_to_set(tmp_path):
         main(["sft", "configs/sft.yaml", *TINY, "data.train_files=[]", f"trainer.output_dir={tmp_path}"])
 
 
-def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys):
-    path, _ = demo_file(tmp_path, n=2)
-    run = tmp_path / "qs"
-    args = [
-        "train",
-        "configs/quickstart.yaml",
+def warm_start(demos, run):
+    """Overrides of a tiny warm start on `configs/quickstart.yaml`: 1 SFT step, 1 RL step, evals of 1 item."""
+    return [
         *TINY,
-        f"data.train_files=[{path}]",
+        f"data.train_files=[{demos}]",
         f"trainer.output_dir={run}",
         "sft.warmup_steps=1",
-        "sft.eval_before=true",  # off in the quickstart; the table shows the zero-shot row when on
         "sft.batch_size=2",
         "sft.max_length=300",
         "trainer.total_steps=1",
         "data.batch_size=1",
         "rollout.n=2",
         "rollout.max_tokens=4",
-        "schedule.rounds=[1,1,2]",
         "eval.limit=1",
         "eval.max_turns=1",
         "eval.max_tokens=4",
+    ]
+
+
+def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys):
+    path, _ = demo_file(tmp_path, n=2)
+    run = tmp_path / "qs"
+    args = [
+        "train",
+        "configs/quickstart.yaml",
+        *warm_start(path, run),
+        "sft.eval_before=true",  # off in the quickstart; the table shows the zero-shot row when on
+        "schedule.rounds=[1,1,2]",
     ]
     assert main(args) == 0
     for report in ("sft/eval/initial", "sft/eval/final", "rl/eval/final"):
@@ -205,21 +212,7 @@ def test_the_rl_phase_takes_over_the_engine_of_the_sft_phase(tmp_path, monkeypat
     monkeypatch.setattr(EngineRollout, "__init__", counting_init)
     path, _ = demo_file(tmp_path, n=2)
     run = tmp_path / "qs"
-    overrides = [
-        *TINY,
-        f"data.train_files=[{path}]",
-        f"trainer.output_dir={run}",
-        "sft.warmup_steps=1",
-        "sft.batch_size=2",
-        "sft.max_length=300",
-        "trainer.total_steps=1",
-        "data.batch_size=1",
-        "rollout.n=2",
-        "rollout.max_tokens=4",
-        "eval.limit=1",
-        "eval.max_turns=1",
-        "eval.max_tokens=4",
-    ]
+    overrides = warm_start(path, run)
     assert main(["train", "configs/quickstart.yaml", *overrides]) == 0
     assert len(built) == 1  # the SFT phase's eval built it; the RL phase's rollouts and eval used it
     assert (run / "rl" / "eval" / "final" / "report.json").exists()
