@@ -64,6 +64,10 @@ FAMILY_CATEGORIES = {"textcraft": ["depth 1", "depth 2"], "babyai": ["GoTo", "Pi
 """The protocol's train and eval categories per family (the issue's eval sets)."""
 HORIZON = ("data.families=[textcraft]", "data.categories=[depth 2, depth 3]")
 """The cap arms train on the horizon-demanding TextCraft subset; their eval is everyone's."""
+BASE_SCHEDULE = ("schedule.type=stepwise", "schedule.rounds=[3,4,5]", "schedule.every=2")
+"""The RL arms' turn caps unless an arm sets its own: the quickstart's schedule when the protocol's
+runs were made (caps 3, 3, 4, 4, 5, 5 over 6 steps), pinned so that they stay comparable when the
+quickstart's own schedule changes (session 8 cut it to 4 steps, caps [3, 4])."""
 DEMO_LIMIT = {"babyai": 400}
 """Expert demos per family when the protocol makes them (the first N train items; BabyAI's first
 400 hold 10 seeds of every level, 160 of them GoTo/Pickup). TextCraft: the whole train split."""
@@ -179,6 +183,7 @@ def base_overrides(args: argparse.Namespace, sft_model: str) -> list[str]:
         "eval.at_end=true",
         f"eval.every={args.eval_every}",
         f"trainer.total_steps={args.steps}",
+        *BASE_SCHEDULE,
         "trainer.save_every=0",
         "logging.tensorboard=false",
         *args.overrides,

@@ -54,3 +54,14 @@ def test_an_arm_whose_feature_is_missing_stops_before_any_run(tmp_path):
         protocol.load("configs/quickstart.yaml", list(arm.overrides), arm.name, arm.needs)
     with pytest.raises(SystemExit):
         protocol.parse_args(["--arms", "sft,nope"])
+
+
+def test_the_rl_arms_keep_the_schedule_their_runs_were_made_with(tmp_path):
+    """The grpo arm's caps are the protocol's own (3, 3, 4, 4, 5, 5 over 6 steps), whatever the
+    quickstart config's schedule is now; a cap arm still sets its own."""
+    args = protocol.parse_args(["--sft-model", "tiny", "--out", str(tmp_path), "--steps", "6"])
+    base = protocol.base_overrides(args, "tiny")
+    for name, rounds in (("grpo", [3, 4, 5]), ("cap-long", [10])):
+        arm = protocol.ARMS[name]
+        cfg = protocol.load("configs/quickstart.yaml", [*base, *protocol.arm_overrides(arm, args.caps, 6)], name, "")
+        assert cfg.schedule.rounds == rounds, name
