@@ -63,5 +63,6 @@ def test_the_rl_arms_keep_the_schedule_their_runs_were_made_with(tmp_path):
     base = protocol.base_overrides(args, "tiny")
     for name, rounds in (("grpo", [3, 4, 5]), ("cap-long", [10])):
         arm = protocol.ARMS[name]
-        cfg = protocol.load("configs/quickstart.yaml", [*base, *protocol.arm_overrides(arm, args.caps, 6)], name, "")
+        overrides = [*base, *protocol.arm_overrides(arm, args.caps, 6)]
+        cfg = protocol.load("configs/quickstart.yaml", overrides, name, "")
         assert cfg.schedule.rounds == rounds, name
