@@ -262,13 +262,9 @@ def test_train_with_the_vllm_backend_logs_weight_sync_and_the_logprob_check(tmp_
     """A warm start (1 SFT step, its eval, 2 GRPO steps, their eval) on one vLLM engine: the RL
     phase takes over the SFT phase's engine and pushes its own learner's weights to it."""
     from horizonrl.cli import main
-    from horizonrl.envs.registry import get_family
-    from horizonrl.eval.solve import solve_items
-    from horizonrl.rollout.trajectory import write_jsonl
+    from tests.trainer.test_sft import demo_file
 
-    spec = get_family("textcraft")
-    items = [i for i in spec.split("train") if spec.category_of(i) == "depth 1"][:2]
-    write_jsonl(tmp_path / "demos.jsonl", solve_items(spec.make_env, spec, items))
+    demos, _ = demo_file(tmp_path, n=2)
     run = tmp_path / "run"
     args = [
         "train",
@@ -281,7 +277,7 @@ def test_train_with_the_vllm_backend_logs_weight_sync_and_the_logprob_check(tmp_
         "sft.warmup_steps=1",
         "sft.batch_size=2",
         "sft.max_length=400",
-        f"data.train_files=[{tmp_path / 'demos.jsonl'}]",
+        f"data.train_files=[{demos}]",
         "schedule.type=fixed",
         "schedule.rounds=[1]",
         "trainer.total_steps=2",
