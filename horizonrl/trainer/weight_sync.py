@@ -152,7 +152,19 @@ class ProbeCheck:
         return {"weight_sync/max_logprob_diff": diffs[worst]}
 
 
-class VLLMSampler:
+class PushedSampler:
+    """What the samplers that push the actor's weights to an engine (and check them) share."""
+
+    source: Any
+    check: ProbeCheck
+
+    def retarget(self, model: Any) -> None:
+        """Push and check `model`'s weights (another learner's actor) from the next `sync` on."""
+        self.source = model
+        self.check.retarget(model)
+
+
+class VLLMSampler(PushedSampler):
     """A vLLM engine whose weights are pushed from the actor and checked (module docstring)."""
 
     def __init__(self, cfg: Config, model: Any, tokenizer: Any) -> None:
@@ -195,11 +207,6 @@ class VLLMSampler:
         stats["weight_sync/seconds"] = time.perf_counter() - start
         return stats
 
-    def retarget(self, model: Any) -> None:
-        """Push and check `model`'s weights (another learner's actor) from the next `sync` on."""
-        self.source = model
-        self.check.retarget(model)
-
     def after_rollout(self) -> None:
         """Colocated GPUs: free the engine's memory for the update (the next `sync` wakes it)."""
         if self.sleep_during_update and not self.asleep:
@@ -210,7 +217,7 @@ class VLLMSampler:
         self.backend.close()
 
 
-class RaySampler:
+class RaySampler(PushedSampler):
     """Rollout workers placed by Ray (`resources.rollout_workers: ray`, `horizonrl.distributed.ray_rollout`):
     `sync()` pushes the actor's weights to every worker at once (one `ray.put`; a worker Ray restarted
     gets them too), then checks every worker's probe logprobs against the actor's (`ProbeCheck`, the
@@ -248,11 +255,6 @@ class RaySampler:
         """The post-sync check on every worker (`WeightDesync` names the worst one)."""
         scored = self.backend.worker_logprobs([self.check.probe])
         return self.check({f"rollout worker {k}": lps for k, [lps] in scored.items()}, self.backend.version)
-
-    def retarget(self, model: Any) -> None:
-        """Push and check `model`'s weights (another learner's actor) from the next `sync` on."""
-        self.source = model
-        self.check.retarget(model)
 
     def after_rollout(self) -> None:
         pass
