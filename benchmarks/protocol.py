@@ -37,6 +37,11 @@ Layout and resuming: each arm x seed is a training run in `<out>/<arm>/seed_<s>/
 one, so the protocol can run in pieces (`--arms`, `--seeds`) and on another machine (copy `<out>`).
 An interrupted arm x seed starts over (only the final checkpoint is saved, `trainer.save_every=0`);
 its optimizer state is deleted once its result is written (`--keep-optimizer` keeps it).
+With `--results NAME` the results are also archived in `benchmarks/results/NAME.runs.json`
+(committed; `protocol_report`): a rerun under that NAME, on a fresh checkout with no run folders,
+skips the archived arm x seeds, takes sft-equal's budget from them, and reports them with the new
+ones. Each result records the SHA-256 of the starting checkpoint (`start_sha256`); an archive from
+another checkpoint stops the protocol before anything runs.
 `horizonrl view <out>` shows the runs; the run list's "Compare selected runs" overlays any of
 them (`#/compare?runs=grpo~seed_0,sft-equal~seed_0`).
 """
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import shutil
@@ -57,7 +63,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
-from benchmarks.protocol_report import write_report  # noqa: E402
+from benchmarks.protocol_report import archive_path, load_archive, run_key, write_report  # noqa: E402
 from horizonrl.config import Config, ConfigError, load_config  # noqa: E402
 
 FAMILY_CATEGORIES = {"textcraft": ["depth 1", "depth 2"], "babyai": ["GoTo", "Pickup"]}
@@ -304,6 +310,36 @@ def train_sft_base(args: argparse.Namespace, demos: list[str]) -> str:
     return str(model)
 
 
+def start_fingerprint(model: str) -> str:
+    """SHA-256 of a checkpoint folder's files (names and bytes), or of the model name when it is
+    not a folder (`tiny`, `default`): what every result records as `start_sha256`."""
+    digest = hashlib.sha256()
+    root = Path(model)
+    if not root.is_dir():
+        digest.update(f"name:{model}".encode())
+        return digest.hexdigest()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def archived_runs(args: argparse.Namespace, start: str) -> dict[tuple[str, int | None], dict[str, Any]]:
+    """The arm x seed results archived under `--results NAME` (none without it); stops when the
+    archive's runs started from another checkpoint than `start`."""
+    runs = load_archive(args.results)[1]
+    other = sorted({str(r.get("start_sha256")) for r in runs} - {start})
+    if other:
+        raise SystemExit(
+            f"protocol: {archive_path(args.results)} holds runs that started from another checkpoint "
+            f"(sha256 {', '.join(o[:12] for o in other)}; this one is {start[:12]}): "
+            "pass another --results NAME"
+        )
+    return {run_key(r): r for r in runs}
+
+
 def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -312,6 +348,8 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
     needs_demos = args.sft_model is None or "sft-equal" in args.arms
     demos = demo_files(args) if needs_demos else []
     sft_model = args.sft_model or train_sft_base(args, demos)
+    start = start_fingerprint(sft_model)
+    archive = archived_runs(args, start)
     base = base_overrides(args, sft_model)
     # seed-major (every arm of seed 0, then of seed 1, ...: a run cut short leaves whole seeds),
     # each arm x seed validated first: a missing feature stops the protocol before any compute
@@ -335,12 +373,19 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
         if (run / "result.json").exists():
             print(f"[protocol] {run}: done, reused", file=sys.stderr, flush=True)
             continue
-        extra: dict[str, Any] = {}
+        if (arm.name, seed) in archive:
+            where = archive_path(args.results)
+            print(f"[protocol] {run}: archived in {where}, reused", file=sys.stderr, flush=True)
+            continue
+        extra: dict[str, Any] = {"start_sha256": start}
         if arm.kind == "sft":  # the budget: the step time of the budget arm's run of this seed
             ref = out / args.budget_arm / f"seed_{seed}" / "result.json"
-            if not ref.exists():
+            if ref.exists():
+                budget = json.loads(ref.read_text())["step_seconds"]
+            elif (args.budget_arm, seed) in archive:
+                budget = archive[args.budget_arm, seed]["step_seconds"]
+            else:
                 raise SystemExit(f"protocol: {arm.name} seed {seed} needs {ref} (run its budget arm first)")
-            budget = json.loads(ref.read_text())["step_seconds"]
             overrides = [o for o in overrides if not o.startswith("sft.max_seconds=")]
             overrides.append(f"sft.max_seconds={budget:.3f}")
             extra["budget_s"] = budget
@@ -406,8 +451,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown arm(s) {unknown}; the arms: {', '.join(ARMS)}")
     if "sft-equal" in args.arms and args.budget_arm not in args.arms:
-        budget_runs = Path(args.out) / args.budget_arm
-        if not budget_runs.exists():
+        archived = any(r["arm"] == args.budget_arm for r in load_archive(args.results)[1])
+        if not (Path(args.out) / args.budget_arm).exists() and not archived:
             p.error(f"sft-equal needs the {args.budget_arm} arm's runs (add it to --arms)")
     if "sft-equal" in args.arms and args.budget_arm in args.arms:  # the budget arm runs first
         args.arms.remove(args.budget_arm)

@@ -4,6 +4,14 @@
 `markdown` writes them as one table per family; `write_report` writes `<out>/protocol.md`,
 `<out>/protocol.json` and `<out>/curves.png`, and copies them to `benchmarks/results/NAME.*` when
 asked (`--results NAME`).
+
+The archive, `benchmarks/results/NAME.runs.json` (with `--results NAME`): every arm x seed result
+the report was made from (eval outcomes per item, step seconds, the curve's metrics, the command
+line's overrides) and the commands that made them. Run folders are scratch (a fresh checkout or
+machine has none); the archive is committed, so a later run of the protocol under the same NAME
+skips what it holds and the report keeps every arm x seed, paired by item, wherever it ran. Every
+run records the SHA-256 of the checkpoint it started from; runs from different checkpoints are
+never mixed in one report.
 """
 
 from __future__ import annotations
@@ -18,18 +26,68 @@ from benchmarks.protocol_plots import plot_curves
 from benchmarks.protocol_stats import bootstrap_ci, bootstrap_diff_ci, seed_spread
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-turn", "grpo-penalty", "cap-short", "cap-long",
-             "cap-long-ctx", "cap-stepwise", "cap-adaptive"]  # fmt: skip
+ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-turn", "grpo-turn-centred", "grpo-penalty", "cap-short",
+             "cap-long", "cap-long-ctx", "cap-stepwise", "cap-stepwise-shaped", "cap-adaptive"]  # fmt: skip
 """Table order (the protocol's `ARMS`); others after them."""
 REFERENCE_ARM = "sft-equal"
 """Every other arm's difference is taken against this one (the equal-compute baseline)."""
 
 
-def load_results(out: Path, order: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Arm -> its results (one per seed, in seed order) found under `out`; arms in `order` first."""
-    found: dict[str, list[dict[str, Any]]] = {}
+ARCHIVED_METRICS = ("step", "time/step", "sampled_tokens/total", "success/mean", "eval/success",
+                    "turns/invalid_frac", "train/groups_kept", "actor/entropy",
+                    "schedule/max_turns")  # fmt: skip
+"""The metrics of each step an archived result keeps: the curves' and the report's, and the few the
+BENCHMARKS narrative cites (invalid turns, groups with signal, entropy, the turn cap)."""
+
+
+def archive_path(name: str) -> Path:
+    return RESULTS / f"{name}.runs.json"
+
+
+def load_archive(name: str | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """The commands and arm x seed results archived under `name` (none when it has no archive)."""
+    path = archive_path(name) if name else None
+    if path is None or not path.exists():
+        return [], []
+    data = json.loads(path.read_text())
+    return list(data["commands"]), list(data["runs"])
+
+
+def write_archive(name: str, commands: list[str], found: dict[str, list[dict[str, Any]]]) -> Path:
+    runs = [archived(r) for results in found.values() for r in results]
+    path = archive_path(name)
+    path.write_text(json.dumps({"commands": commands, "runs": runs}, separators=(",", ":")) + "\n")
+    return path
+
+
+def archived(result: dict[str, Any]) -> dict[str, Any]:
+    """`result` with its metrics cut to `ARCHIVED_METRICS` (the archive is committed)."""
+    rows = [{k: row[k] for k in ARCHIVED_METRICS if k in row} for row in result.get("metrics", [])]
+    return {**result, "metrics": rows}
+
+
+def run_key(result: dict[str, Any]) -> tuple[str, int | None]:
+    return result["arm"], result["seed"]
+
+
+def load_results(
+    out: Path, order: list[str] | None = None, archive: list[dict[str, Any]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Arm -> its results (one per seed, in seed order) found under `out` and in `archive` (a run
+    folder's result wins over the archived one of the same arm x seed); arms in `order` first.
+    Raises ValueError when they started from different checkpoints (`start_sha256`)."""
+    merged = {run_key(r): r for r in archive or []}
     for path in sorted([*out.glob("*/result.json"), *out.glob("*/seed_*/result.json")]):
         result = json.loads(path.read_text())
+        merged[run_key(result)] = result
+    starts = {r.get("start_sha256") for r in merged.values()}
+    if len(starts) > 1:
+        by_start = {s: sorted(f"{a}/seed_{x}" for (a, x), r in merged.items() if r.get("start_sha256") == s)
+                    for s in starts}  # fmt: skip
+        listing = "; ".join(f"{s or 'not recorded'}: {', '.join(v)}" for s, v in by_start.items())
+        raise ValueError(f"protocol: the runs started from different checkpoints ({listing})")
+    found: dict[str, list[dict[str, Any]]] = {}
+    for result in merged.values():
         found.setdefault(result["arm"], []).append(result)
     for results in found.values():
         results.sort(key=lambda r: -1 if r["seed"] is None else r["seed"])
@@ -140,21 +198,28 @@ def markdown(summary: dict[str, Any], title: str, command: str) -> str:
 
 
 def write_report(out: Path, args: Any) -> dict[str, Any]:
-    """Tables and curves of everything finished under `out` (see the module docstring)."""
-    found = load_results(out, ARM_ORDER)
+    """Tables and curves of everything finished under `out` and archived under `--results NAME`
+    (see the module docstring); with NAME, the archive is rewritten with all of it."""
+    name = getattr(args, "results", None)
+    archived_commands, archive = load_archive(name)
+    try:
+        found = load_results(out, ARM_ORDER, archive)
+    except ValueError as exc:
+        raise SystemExit(f"{exc}{f' (the archive {archive_path(name)} and {out})' if name else ''}") from None
     if not found:
         raise SystemExit(f"protocol: no results under {out}")
     summary = summarize(found)
     commands = out / "commands.txt"
-    lines = commands.read_text().splitlines() if commands.exists() else []
-    command = "\n".join(dict.fromkeys(line for line in lines if line)) or "(commands not recorded)"
+    lines = [*archived_commands, *(commands.read_text().splitlines() if commands.exists() else [])]
+    unique = list(dict.fromkeys(line for line in lines if line))
+    command = "\n".join(unique) or "(commands not recorded)"
     text = markdown(summary, getattr(args, "title", "Learning protocol"), command)
     text += f"\n\nLoad average (1 min) at the end of each run: {_loads(found)} on {os.cpu_count()} cores.\n"
     (out / "protocol.md").write_text(text)
     (out / "protocol.json").write_text(json.dumps({"command": command, "arms": summary}, indent=1))
     plot_curves(found, out / "curves.png", title=getattr(args, "title", "Learning protocol"))
-    name = getattr(args, "results", None)
     if name:
+        write_archive(name, unique, found)
         for suffix, src in (("md", "protocol.md"), ("json", "protocol.json"), ("png", "curves.png")):
             shutil.copyfile(out / src, RESULTS / f"{name}.{suffix}")
     print(text)

@@ -66,3 +66,55 @@ def test_the_rl_arms_keep_the_schedule_their_runs_were_made_with(tmp_path):
         overrides = [*base, *protocol.arm_overrides(arm, args.caps, 6)]
         cfg = protocol.load("configs/quickstart.yaml", overrides, name, "")
         assert cfg.schedule.rounds == rounds, name
+
+
+def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_path, monkeypatch, capsys):
+    """`--results NAME` keeps every arm x seed in benchmarks/results/NAME.runs.json: with the run
+    folders gone (a fresh checkout), a rerun trains only what the archive lacks, takes sft-equal's
+    budget from it and reports both arms; an archive from another checkpoint stops the protocol."""
+    from benchmarks import protocol_report
+
+    monkeypatch.setattr(protocol_report, "RESULTS", tmp_path / "results")
+    (tmp_path / "results").mkdir()
+    common = ["--sft-model", "tiny", "--families", "textcraft", "--seeds", "0", "--steps", "1"]
+    common += ["--eval-limit", "2", "--results", "arch", *TINY]
+    assert protocol.main(["--arms", "grpo", "--out", str(tmp_path / "a"), *common]) == 0
+    archive = json.loads((tmp_path / "results" / "arch.runs.json").read_text())
+    (run,) = archive["runs"]
+    assert run["arm"] == "grpo" and run["seed"] == 0 and len(run["items"]) == 2
+    assert run["start_sha256"] == protocol.start_fingerprint("tiny")
+    assert run["metrics"] and all(set(r) <= set(protocol_report.ARCHIVED_METRICS) for r in run["metrics"])
+    assert any("--arms grpo" in c for c in archive["commands"])
+
+    capsys.readouterr()
+    fresh = tmp_path / "b"  # no run folders: only the archive
+    assert protocol.main(["--arms", "grpo,sft-equal", "--out", str(fresh), *common]) == 0
+    err = capsys.readouterr().err
+    assert "grpo/seed_0: archived in" in err and "sft-equal seed 0 ->" in err
+    assert not (fresh / "grpo").exists()  # nothing trained again
+    equal = json.loads((fresh / "sft-equal" / "seed_0" / "result.json").read_text())
+    assert equal["budget_s"] == run["step_seconds"]
+    summary = json.loads((tmp_path / "results" / "arch.json").read_text())["arms"]
+    assert set(summary) == {"grpo", "sft-equal"}
+    assert summary["grpo"]["families"]["textcraft"]["per_seed"] == [sum(run["items"].values()) / 2]
+    assert "diff_vs_ref" in summary["grpo"]["families"]["textcraft"]
+    archive = json.loads((tmp_path / "results" / "arch.runs.json").read_text())
+    assert sorted(r["arm"] for r in archive["runs"]) == ["grpo", "sft-equal"]
+    assert len(archive["commands"]) == 2
+
+    other = ["--sft-model", "other", *common[2:]]
+    with pytest.raises(SystemExit, match="started from another checkpoint"):
+        protocol.main(["--arms", "grpo", "--out", str(tmp_path / "c"), *other])
+    assert not (tmp_path / "c" / "grpo").exists()
+
+
+def test_the_start_fingerprint_follows_the_checkpoint_bytes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        (d / "config.json").write_text("{}")
+        (d / "model.safetensors").write_bytes(b"\x00" * 10)
+    assert protocol.start_fingerprint(str(a)) == protocol.start_fingerprint(str(b))
+    (b / "model.safetensors").write_bytes(b"\x00" * 9 + b"\x01")
+    assert protocol.start_fingerprint(str(a)) != protocol.start_fingerprint(str(b))
+    assert protocol.start_fingerprint("tiny") != protocol.start_fingerprint(str(a))
