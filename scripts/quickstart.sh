@@ -20,7 +20,7 @@ else
   echo "[quickstart] 1/3 expert demos: $demos exists"
 fi
 # Rollouts and evals on vLLM where scripts/install.sh made .venv-vllm/ (the same greedy episodes as
-# hf, 2.4x faster evals: 959 s in all on an idle 2-core machine; ~8 min more on hf)
+# hf, 2.4x faster evals: 649-959 s in all on an idle 2-core machine; ~8 min more on hf)
 backend=()
 # (the vllm backend's own lookup: .venv-vllm/, else this python when it can import vllm)
 if python3 -c "from horizonrl.rollout.backends.vllm import default_python; default_python()" 2>/dev/null; then
