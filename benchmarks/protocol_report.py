@@ -34,10 +34,12 @@ REFERENCE_ARM = "sft-equal"
 
 
 ARCHIVED_METRICS = ("step", "time/step", "sampled_tokens/total", "success/mean", "eval/success",
-                    "turns/invalid_frac", "train/groups_kept", "actor/entropy",
-                    "schedule/max_turns")  # fmt: skip
-"""The metrics of each step an archived result keeps: the curves' and the report's, and the few the
-BENCHMARKS narrative cites (invalid turns, groups with signal, entropy, the turn cap)."""
+                    "progress/mean", "turns/mean", "turns/invalid_frac", "schedule/max_turns",
+                    "groups/informative_frac", "update/skipped", "advantages/abs_mean", "entropy/mean",
+                    "context/tokens_mean", "loss/sft")  # fmt: skip
+"""The metrics of each step an archived result keeps: the curves' and the report's, and those the
+BENCHMARKS narrative cites (progress, turns and invalid turns, the cap, groups with signal, skipped
+updates, advantage size, entropy, context length; the SFT loss of sft-equal)."""
 
 
 def archive_path(name: str) -> Path:
