@@ -84,6 +84,7 @@ def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_
     assert run["arm"] == "grpo" and run["seed"] == 0 and len(run["items"]) == 2
     assert run["start_sha256"] == protocol.start_fingerprint("tiny")
     assert run["metrics"] and all(set(r) <= set(protocol_report.ARCHIVED_METRICS) for r in run["metrics"])
+    assert {"time/step", "success/mean", "groups/informative_frac"} <= set(run["metrics"][0])
     assert any("--arms grpo" in c for c in archive["commands"])
 
     capsys.readouterr()
