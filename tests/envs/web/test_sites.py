@@ -201,13 +201,25 @@ def test_a_taken_port_is_a_clear_error() -> None:
             start_sites(ports={"reddit": taken.getsockname()[1]})
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default disposition in the child: a suite started in the background (`cmd &` in a
+    script, nohup) runs with SIGINT ignored, which a child inherits, and Python then installs no
+    KeyboardInterrupt handler, so the CLI would never see the test's SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_cli_web_sites_serves_until_interrupted() -> None:
     cmd = [sys.executable, "-m", "horizonrl.cli", "web-sites", "--port-base", "0"]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
-        assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(7)]
-        urls = dict(line.split()[:2] for line in lines[:5])
-        assert set(urls) == set(SITE_NAMES) and lines[6].startswith("WebArena's variables: export SHOPPING=")
-        assert "One Stop Market" in httpx.get(urls["shopping"] + "/").text
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=20) in (0, 130)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=_as_in_a_terminal) as proc:
+        try:
+            assert proc.stdout is not None
+            lines = [proc.stdout.readline() for _ in range(7)]
+            urls = dict(line.split()[:2] for line in lines[:5])
+            assert set(urls) == set(SITE_NAMES)
+            assert lines[6].startswith("WebArena's variables: export SHOPPING=")
+            assert "One Stop Market" in httpx.get(urls["shopping"] + "/").text
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) in (0, 130)
+        finally:  # a failed assertion must not leave the server running into the next tests
+            if proc.poll() is None:
+                proc.kill()
