@@ -200,7 +200,10 @@ def test_weight_sync_changes_outputs_and_restore_brings_them_back(engine, hf):
     engine.load_weights(hf.model.state_dict())
     restored = engine.generate(_requests(prompts), params)
     assert [r.token_ids for r in restored] == [r.token_ids for r in before]
-    assert all(_max_diff(r.logprobs, b.logprobs) < 1e-6 for r, b in zip(restored, before, strict=True))
+    # the same tokens, and logprobs to the weight-sync check's tolerance: the restored run recomputes
+    # every prompt (the prefix cache was dropped) where `before` may have reused KV blocks, and on an
+    # AVX-512 CPU the two paths differed by more than 1e-6 in one suite run (0.0 in others)
+    assert all(_max_diff(r.logprobs, b.logprobs) < SYNC_TOL for r, b in zip(restored, before, strict=True))
 
 
 @needs_vllm
