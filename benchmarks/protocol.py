@@ -41,7 +41,8 @@ With `--results NAME` the results are also archived in `benchmarks/results/NAME.
 (committed; `protocol_report`): a rerun under that NAME, on a fresh checkout with no run folders,
 skips the archived arm x seeds, takes sft-equal's budget from them, and reports them with the new
 ones. Each result records the SHA-256 of the starting checkpoint (`start_sha256`); an archive from
-another checkpoint stops the protocol before anything runs.
+another checkpoint stops the protocol before anything runs. Each also records the `machine` its
+seconds were measured on, and sft-equal refuses a budget measured on another machine.
 `horizonrl view <out>` shows the runs; the run list's "Compare selected runs" overlays any of
 them (`#/compare?runs=grpo~seed_0,sft-equal~seed_0`).
 """
@@ -326,6 +327,43 @@ def start_fingerprint(model: str) -> str:
     return digest.hexdigest()
 
 
+def machine() -> str:
+    """What a run's seconds were measured on: the GPU, else the CPU model, its cores and widest
+    vector ISA (equal compute is wall time, so a budget from another machine is not equal)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"GPU {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    model, flags = "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:  # not Linux
+        pass
+    isa = next((f for f in ("avx512f", "avx2", "neon") if f in flags), "")
+    return f"{model} x{os.cpu_count()}{f' {isa}' if isa else ''}"
+
+
+def budget_of(ref: dict[str, Any], arm: str, seed: int | None, here: str) -> float:
+    """sft-equal's budget: the step seconds of the budget arm's result `ref` of the same seed,
+    refused when `ref` was measured on another machine than `here`."""
+    there = ref.get("machine")
+    if there and there != here:
+        raise SystemExit(
+            f"protocol: {arm} seed {seed}'s budget ({ref['arm']} seed {seed}, {ref['step_seconds']:.0f} s) "
+            f"was measured on {there}; this is {here}: run {ref['arm']} seed {seed} here first "
+            "(another --out and --results NAME)"
+        )
+    return float(ref["step_seconds"])
+
+
 def archived_runs(args: argparse.Namespace, start: str) -> dict[tuple[str, int | None], dict[str, Any]]:
     """The arm x seed results archived under `--results NAME` (none without it); stops when the
     archive's runs started from another checkpoint than `start`."""
@@ -350,6 +388,7 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
     sft_model = args.sft_model or train_sft_base(args, demos)
     start = start_fingerprint(sft_model)
     archive = archived_runs(args, start)
+    here = machine()
     base = base_overrides(args, sft_model)
     # seed-major (every arm of seed 0, then of seed 1, ...: a run cut short leaves whole seeds),
     # each arm x seed validated first: a missing feature stops the protocol before any compute
@@ -377,13 +416,13 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
             where = archive_path(args.results)
             print(f"[protocol] {run}: archived in {where}, reused", file=sys.stderr, flush=True)
             continue
-        extra: dict[str, Any] = {"start_sha256": start}
+        extra: dict[str, Any] = {"start_sha256": start, "machine": here}
         if arm.kind == "sft":  # the budget: the step time of the budget arm's run of this seed
             ref = out / args.budget_arm / f"seed_{seed}" / "result.json"
             if ref.exists():
-                budget = json.loads(ref.read_text())["step_seconds"]
+                budget = budget_of(json.loads(ref.read_text()), arm.name, seed, here)
             elif (args.budget_arm, seed) in archive:
-                budget = archive[args.budget_arm, seed]["step_seconds"]
+                budget = budget_of(archive[args.budget_arm, seed], arm.name, seed, here)
             else:
                 raise SystemExit(f"protocol: {arm.name} seed {seed} needs {ref} (run its budget arm first)")
             overrides = [o for o in overrides if not o.startswith("sft.max_seconds=")]

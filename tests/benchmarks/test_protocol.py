@@ -86,6 +86,15 @@ def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_
     assert run["metrics"] and all(set(r) <= set(protocol_report.ARCHIVED_METRICS) for r in run["metrics"])
     assert {"time/step", "success/mean", "groups/informative_frac"} <= set(run["metrics"][0])
     assert any("--arms grpo" in c for c in archive["commands"])
+    assert run["machine"] == protocol.machine()
+
+    # equal compute is wall time: a budget measured on another machine is refused, before training
+    elsewhere = {**archive, "runs": [{**run, "machine": "some other CPU x64"}]}
+    (tmp_path / "results" / "arch.runs.json").write_text(json.dumps(elsewhere))
+    with pytest.raises(SystemExit, match="was measured on some other CPU x64; this is"):
+        protocol.main(["--arms", "sft-equal", "--out", str(tmp_path / "x"), *common])
+    assert not (tmp_path / "x" / "sft-equal").exists()
+    (tmp_path / "results" / "arch.runs.json").write_text(json.dumps(archive))
 
     capsys.readouterr()
     fresh = tmp_path / "b"  # no run folders: only the archive
