@@ -17,11 +17,11 @@ the arms are the `ARMS` table below:
 - `sft-equal`: the equal-compute baseline, SFT continued from the checkpoint on the same demos for
   as long as the `--budget-arm` (default `grpo`) RL phase of the same seed trained (the sum of its
   `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first;
-- RL arms: GRPO; GRPO + turn-level credit (GiGPO; also with advantages only mean-centred), + the
-  invalid-action penalty; and the turn-cap
-  arms on a horizon-demanding subset (TextCraft depth 2-3 for training): fixed-short, fixed-long,
-  stepwise (also with the reward shaped by sub-goal progress, `algorithm.reward=shaped`) and
-  adaptive caps over `--caps` (default 3,6,10). Arms whose feature is not in this
+- RL arms: GRPO (also at a quarter of its lr); GRPO + turn-level credit (GiGPO; also with
+  advantages only mean-centred), + the invalid-action penalty; and the turn-cap arms on a
+  horizon-demanding subset (TextCraft depth 2-3 for training): fixed-short, fixed-long, stepwise
+  (also with the reward shaped by sub-goal progress, `algorithm.reward=shaped`, and that with
+  mean-centred advantages) and adaptive caps over `--caps` (default 3,6,10). Arms whose feature is not in this
   checkout stop the protocol before anything runs, naming the arm and the config error.
 
 Every arm ends with the same greedy eval (`eval:` of the base config, with `--eval-limit` items per
@@ -111,6 +111,7 @@ ARMS = {
             "GiGPO, advantages mean-centred (not divided by the std)",
             "algorithm.adv_estimator=gigpo (turn-level credit, issue 18)",
         ),
+        Arm("grpo-low-lr", "rl", ("trainer.lr=5.0e-6",), "GRPO at a quarter of the lr (5e-6)"),
         Arm(
             "grpo-penalty",
             "rl",
@@ -144,6 +145,19 @@ ARMS = {
                 "algorithm.reward=shaped",
             ),
             "stepwise caps, reward shaped by sub-goal progress",
+        ),
+        Arm(
+            "cap-stepwise-shaped-centred",
+            "rl",
+            (
+                *HORIZON,
+                "schedule.type=stepwise",
+                "schedule.rounds=[{caps}]",
+                "schedule.every={stage}",
+                "algorithm.reward=shaped",
+                "algorithm.grpo_norm_by_std=false",
+            ),
+            "stepwise caps, shaped reward, advantages mean-centred (not divided by the std)",
         ),
         Arm(
             "cap-adaptive",

@@ -26,8 +26,9 @@ from benchmarks.protocol_plots import plot_curves
 from benchmarks.protocol_stats import bootstrap_ci, bootstrap_diff_ci, seed_spread
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-turn", "grpo-turn-centred", "grpo-penalty", "cap-short",
-             "cap-long", "cap-long-ctx", "cap-stepwise", "cap-stepwise-shaped", "cap-adaptive"]  # fmt: skip
+ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-low-lr", "grpo-turn", "grpo-turn-centred", "grpo-penalty",
+             "cap-short", "cap-long", "cap-long-ctx", "cap-stepwise", "cap-stepwise-shaped",
+             "cap-stepwise-shaped-centred", "cap-adaptive"]  # fmt: skip
 """Table order (the protocol's `ARMS`); others after them."""
 REFERENCE_ARM = "sft-equal"
 """Every other arm's difference is taken against this one (the equal-compute baseline)."""
