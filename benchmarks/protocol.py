@@ -113,6 +113,13 @@ ARMS = {
         ),
         Arm("grpo-low-lr", "rl", ("trainer.lr=5.0e-6",), "GRPO at a quarter of the lr (5e-6)"),
         Arm(
+            "grpo-turn-centred-eps",
+            "rl",
+            ("algorithm.adv_estimator=gigpo", "algorithm.grpo_norm_by_std=false", "trainer.adam_eps=1.0e-5"),
+            "GiGPO mean-centred, AdamW eps 1e-5 (faint gradients take small steps)",
+            "trainer.adam_eps",
+        ),
+        Arm(
             "grpo-penalty",
             "rl",
             ("algorithm.invalid_action_penalty=0.1",),

@@ -26,7 +26,8 @@ from benchmarks.protocol_plots import plot_curves
 from benchmarks.protocol_stats import bootstrap_ci, bootstrap_diff_ci, seed_spread
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-low-lr", "grpo-turn", "grpo-turn-centred", "grpo-penalty",
+ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-low-lr", "grpo-turn", "grpo-turn-centred",
+             "grpo-turn-centred-eps", "grpo-penalty",
              "cap-short", "cap-long", "cap-long-ctx", "cap-stepwise", "cap-stepwise-shaped",
              "cap-stepwise-shaped-centred", "cap-adaptive"]  # fmt: skip
 """Table order (the protocol's `ARMS`); others after them."""

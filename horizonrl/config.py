@@ -469,6 +469,11 @@ class TrainerConfig:
     lr: float = 1e-6
     critic_lr: float = 1e-5
     weight_decay: float = 0.0
+    adam_eps: float = 1e-8
+    """AdamW's epsilon (torch's default). Adam divides each gradient by its running RMS, so a
+    step of a fresh optimizer moves every weight by about `lr` however small the gradient is; an
+    eps above the gradients' per-weight size makes small gradients take proportionally small
+    steps (an update from a group with a faint signal then moves the policy little)."""
     warmup_steps: int = 0
     lr_schedule: str = "constant"
     """constant or cosine (after warmup)."""
@@ -501,6 +506,7 @@ class TrainerConfig:
         _check(self.resume in ("auto", "never") or bool(self.resume), "trainer.resume: auto, never or a path")
         _check(self.max_nonfinite_steps >= 1, "trainer.max_nonfinite_steps must be >= 1")
         _check(self.max_failed_steps >= 1, "trainer.max_failed_steps must be >= 1")
+        _check(self.adam_eps > 0, "trainer.adam_eps must be > 0")
 
 
 @dataclass(frozen=True)

@@ -159,13 +159,14 @@ class Learner:
             self.reference = self.parallel.wrap_frozen(self.reference)
         t = cfg.trainer
         params = [p for p in self.actor.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay)
+        self.optimizer = torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay, eps=t.adam_eps)
         lam = _lr_lambda(t.warmup_steps, t.total_steps, t.lr_schedule)
         self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lam)
         self.critic_optimizer: Any = None
         self.critic_scheduler: Any = None
         if self.critic is not None:
-            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=t.critic_lr)
+            critic_params = self.critic.parameters()
+            self.critic_optimizer = torch.optim.AdamW(critic_params, lr=t.critic_lr, eps=t.adam_eps)
             self.critic_scheduler = torch.optim.lr_scheduler.LambdaLR(self.critic_optimizer, lam)
         self.autocast = cfg.model.bf16 and (device.type == "cpu" or torch.cuda.is_bf16_supported())
         self.logprob_temperature = cfg.logprob_temperature

@@ -189,3 +189,35 @@ def test_resume_on_the_real_engine_equals_the_uninterrupted_run(tmp_path):
     assert a == b and sum(map(len, a)) > 0
     for key, value in straight.learner.actor.state_dict().items():
         assert torch.equal(value, resumed.learner.actor.state_dict()[key]), key
+
+
+@pytest.mark.parametrize("eps", [1e-8, 1e-2])
+def test_adam_eps_sets_how_far_a_faint_gradient_moves_the_weights(tmp_path, scripted_rollout, eps):
+    """`trainer.adam_eps` reaches AdamW, and the first step is the hand-computed one: with m = g and
+    v = g^2 after bias correction, each weight moves by lr * g / (|g| + eps). At torch's default eps a
+    fresh optimizer moves every weight with a nonzero gradient by ~lr however faint the gradient;
+    with an eps above the gradients' size the step shrinks with the gradient."""
+    lr = 1e-3
+    cfg = _cfg(tmp_path, f"trainer.adam_eps={eps}")
+    trainer = RLTrainer(cfg, rollout=scripted_rollout)
+    opt = trainer.learner.optimizer
+    assert opt.param_groups[0]["eps"] == eps
+    named = dict(trainer.learner.actor.named_parameters())
+    before = {k: p.detach().clone() for k, p in named.items()}
+    trainer.fit()
+    beta1 = opt.param_groups[0]["betas"][0]
+    faint = []  # how far the tensors whose gradient is everywhere below 1e-3 moved
+    for name, p in named.items():
+        state = opt.state.get(p)
+        if not state:
+            continue
+        g = state["exp_avg"] / (1 - beta1)  # the (clipped) gradient of the one step
+        delta = p.detach() - before[name]
+        torch.testing.assert_close(delta, -lr * g / (g.abs() + eps), rtol=1e-3, atol=1e-4 * lr)  # fp32
+        if 0 < g.abs().max().item() < 1e-3:
+            faint.append(delta.abs().max().item())
+    assert faint
+    if eps == 1e-8:
+        assert all(m > 0.9 * lr for m in faint)  # a full lr-sized step from a faint gradient
+    else:
+        assert all(m < 0.1 * lr for m in faint)  # at most 1e-3 / (1e-3 + 1e-2) of it
