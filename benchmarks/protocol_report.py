@@ -38,10 +38,10 @@ REFERENCE_ARM = "sft-equal"
 ARCHIVED_METRICS = ("step", "time/step", "sampled_tokens/total", "success/mean", "eval/success",
                     "progress/mean", "turns/mean", "turns/invalid_frac", "schedule/max_turns",
                     "groups/informative_frac", "update/skipped", "advantages/abs_mean", "entropy/mean",
-                    "context/tokens_mean", "loss/sft")  # fmt: skip
+                    "grad/norm", "context/tokens_mean", "loss/sft")  # fmt: skip
 """The metrics of each step an archived result keeps: the curves' and the report's, and those the
 BENCHMARKS narrative cites (progress, turns and invalid turns, the cap, groups with signal, skipped
-updates, advantage size, entropy, context length; the SFT loss of sft-equal)."""
+updates, advantage size, gradient norm, entropy, context length; the SFT loss of sft-equal)."""
 
 
 def archive_path(name: str) -> Path:
