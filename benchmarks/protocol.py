@@ -457,7 +457,7 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
         record(run, arm, seed, overrides, wall, extra)
         if not args.keep_optimizer:
             drop_optimizer(run)
-    return write_report(out, args)
+    return write_report(out, args, list(ARMS))
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{arm.name:14} {arm.kind:5} {arm.label}: {extra}")
         return 0
     if args.report_only:
-        write_report(Path(args.out), args)
+        write_report(Path(args.out), args, list(ARMS))
     else:
         run_protocol(args)
     return 0

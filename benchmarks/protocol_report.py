@@ -26,11 +26,6 @@ from benchmarks.protocol_plots import plot_curves
 from benchmarks.protocol_stats import bootstrap_ci, bootstrap_diff_ci, seed_spread
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ARM_ORDER = ["sft", "sft-equal", "grpo", "grpo-low-lr", "grpo-turn", "grpo-turn-centred",
-             "grpo-turn-centred-eps", "grpo-penalty",
-             "cap-short", "cap-long", "cap-long-ctx", "cap-stepwise", "cap-stepwise-shaped",
-             "cap-stepwise-shaped-centred", "cap-adaptive"]  # fmt: skip
-"""Table order (the protocol's `ARMS`); others after them."""
 REFERENCE_ARM = "sft-equal"
 """Every other arm's difference is taken against this one (the equal-compute baseline)."""
 
@@ -201,13 +196,14 @@ def markdown(summary: dict[str, Any], title: str, command: str) -> str:
     return "\n".join(lines)
 
 
-def write_report(out: Path, args: Any) -> dict[str, Any]:
+def write_report(out: Path, args: Any, order: list[str] | None = None) -> dict[str, Any]:
     """Tables and curves of everything finished under `out` and archived under `--results NAME`
-    (see the module docstring); with NAME, the archive is rewritten with all of it."""
+    (see the module docstring); with NAME, the archive is rewritten with all of it. `order`: the
+    arms' table order (the protocol's `ARMS`); others after them."""
     name = getattr(args, "results", None)
     archived_commands, archive = load_archive(name)
     try:
-        found = load_results(out, ARM_ORDER, archive)
+        found = load_results(out, order, archive)
     except ValueError as exc:
         raise SystemExit(f"{exc}{f' (the archive {archive_path(name)} and {out})' if name else ''}") from None
     if not found:
