@@ -120,6 +120,13 @@ ARMS = {
             "trainer.adam_eps",
         ),
         Arm(
+            "grpo-eps",
+            "rl",
+            ("trainer.adam_eps=1.0e-5",),
+            "GRPO, AdamW eps 1e-5 (faint gradients take small steps)",
+            "trainer.adam_eps",
+        ),
+        Arm(
             "grpo-penalty",
             "rl",
             ("algorithm.invalid_action_penalty=0.1",),
@@ -165,6 +172,21 @@ ARMS = {
                 "algorithm.grpo_norm_by_std=false",
             ),
             "stepwise caps, shaped reward, advantages mean-centred (not divided by the std)",
+        ),
+        Arm(
+            "cap-stepwise-shaped-centred-eps",
+            "rl",
+            (
+                *HORIZON,
+                "schedule.type=stepwise",
+                "schedule.rounds=[{caps}]",
+                "schedule.every={stage}",
+                "algorithm.reward=shaped",
+                "algorithm.grpo_norm_by_std=false",
+                "trainer.adam_eps=1.0e-5",
+            ),
+            "stepwise caps, shaped reward, mean-centred, AdamW eps 1e-5",
+            "trainer.adam_eps",
         ),
         Arm(
             "cap-adaptive",

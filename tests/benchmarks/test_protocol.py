@@ -68,6 +68,23 @@ def test_the_rl_arms_keep_the_schedule_their_runs_were_made_with(tmp_path):
         assert cfg.schedule.rounds == rounds, name
 
 
+def test_every_registered_arm_loads_as_the_protocol_runs_it(tmp_path):
+    """An arm's overrides are checked only when its run starts (minutes into a protocol run):
+    each one loads here, and the settings it names are the ones its config gets."""
+    args = protocol.parse_args(["--sft-model", "tiny", "--out", str(tmp_path), "--steps", "6"])
+    base = protocol.base_overrides(args, "tiny")
+    for name, arm in protocol.ARMS.items():
+        overrides = [*base, *protocol.arm_overrides(arm, args.caps, 6)]
+        cfg = protocol.load("configs/quickstart.yaml", overrides, name, arm.needs)
+        for o in protocol.arm_overrides(arm, args.caps, 6):
+            key, value = o.split("=", 1)
+            if not value.startswith("["):
+                node = cfg
+                for part in key.split("."):
+                    node = getattr(node, part)
+                assert str(node).lower() == value.lower() or float(node) == float(value), (name, o)
+
+
 def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_path, monkeypatch, capsys):
     """`--results NAME` keeps every arm x seed in benchmarks/results/NAME.runs.json: with the run
     folders gone (a fresh checkout), a rerun trains only what the archive lacks, takes sft-equal's
