@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -83,6 +85,17 @@ def test_every_registered_arm_loads_as_the_protocol_runs_it(tmp_path):
                 for part in key.split("."):
                     node = getattr(node, part)
                 assert str(node).lower() == value.lower() or float(node) == float(value), (name, o)
+
+
+def test_the_gpu_script_names_only_registered_arms():
+    """benchmarks/gpu_protocol.sh runs only on a lent GPU, whose minutes are few: an arm it names
+    by default that the protocol does not know would be found there, after the install and SFT."""
+    script = Path(__file__).parents[2] / "benchmarks" / "gpu_protocol.sh"
+    defaults = dict(re.findall(r'^(ARMS|FEATURE_ARMS)="\$\{\1:-([^}]*)\}"', script.read_text(), re.M))
+    assert set(defaults) == {"ARMS", "FEATURE_ARMS"}
+    for names in defaults.values():
+        unknown = [a for a in names.split(",") if a not in protocol.ARMS]
+        assert not unknown, unknown
 
 
 def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_path, monkeypatch, capsys):
