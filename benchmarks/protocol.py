@@ -407,6 +407,39 @@ def budget_of(ref: dict[str, Any], arm: str, seed: int | None, here: str) -> flo
     return float(ref["step_seconds"])
 
 
+PLACE_KEYS = ("model.path", "trainer.output_dir", "sft.max_seconds")
+"""Overrides that say where a run is (the start checkpoint is compared by its SHA-256 instead)
+or what the protocol derives (sft-equal's budget): not settings to compare when reusing a run."""
+
+
+def run_settings(overrides: list[str]) -> dict[str, str]:
+    """The settings a run was made with, as compared when its result is reused: the effective value
+    of each override key (the last one wins), less `PLACE_KEYS`, demo files by file name."""
+    settings = {}
+    for o in overrides:
+        key, _, value = o.partition("=")
+        if key in PLACE_KEYS:
+            continue
+        if key == "data.train_files":
+            names = [Path(v.strip()).name for v in value.strip("[]").split(",") if v.strip()]
+            value = f"[{', '.join(names)}]"
+        settings[key] = value
+    return settings
+
+
+def check_reuse(result: dict[str, Any], overrides: list[str], where: str) -> None:
+    """Stop when a finished result (`where`) was made with other settings than `overrides`: another
+    `--steps`, `--caps`, override or arm definition would otherwise be reported as this one."""
+    old, new = run_settings(result.get("overrides", [])), run_settings(overrides)
+    if old != new:
+        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        diff = [f"{k}: {old.get(k, '(unset)')} -> {new.get(k, '(unset)')}" for k in keys]
+        raise SystemExit(
+            f"protocol: {where} was made with other settings ({'; '.join(diff)}): "
+            "pass another --out and --results NAME for these"
+        )
+
+
 def archived_runs(args: argparse.Namespace, start: str) -> dict[tuple[str, int | None], dict[str, Any]]:
     """The arm x seed results archived under `--results NAME` (none without it); stops when the
     archive's runs started from another checkpoint than `start`."""
@@ -451,6 +484,12 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
             overrides = [*overrides, *sft, "trainer.total_steps=1000000", "sft.max_seconds=1"]
         load(args.config, overrides, arm.name, arm.needs)
         plans.append((arm, seed, run, overrides))
+    for arm, seed, run, overrides in plans:  # a finished run is reused only with these settings
+        if (run / "result.json").exists():
+            check_reuse(json.loads((run / "result.json").read_text()), overrides, str(run))
+        elif (arm.name, seed) in archive:
+            where = f"{arm.name} seed {seed} in {archive_path(args.results)}"
+            check_reuse(archive[arm.name, seed], overrides, where)
     for arm, seed, run, overrides in plans:
         if (run / "result.json").exists():
             print(f"[protocol] {run}: done, reused", file=sys.stderr, flush=True)

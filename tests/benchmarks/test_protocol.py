@@ -48,6 +48,10 @@ def test_one_arm_two_seeds_tables_plots_and_resumes(tmp_path, capsys):
     assert protocol.main(argv) == 0
     assert "seed_0: done, reused" in capsys.readouterr().err
     assert (out / "grpo" / "seed_0" / "result.json").stat().st_mtime == mtime
+    # other settings in the same --out are not reported as these runs: stopped before any run
+    with pytest.raises(SystemExit, match=r"was made with other settings \(trainer.lr: .* -> 5e-06\)"):
+        protocol.main([*argv, "trainer.lr=5e-06"])
+    assert (out / "grpo" / "seed_0" / "result.json").stat().st_mtime == mtime
 
 
 def test_an_arm_whose_feature_is_missing_stops_before_any_run(tmp_path):
@@ -141,6 +145,13 @@ def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_
     archive = json.loads((tmp_path / "results" / "arch.runs.json").read_text())
     assert sorted(r["arm"] for r in archive["runs"]) == ["grpo", "sft-equal"]
     assert len(archive["commands"]) == 2
+
+    # the archive's runs are reused only with their settings: another --steps stops, naming it
+    longer = [a if a != "1" else "2" for a in common]
+    with pytest.raises(SystemExit, match=r"grpo seed 0 in .*arch.runs.json was made with other settings "
+                       r"\(trainer.total_steps: 1 -> 2\)"):
+        protocol.main(["--arms", "grpo", "--out", str(tmp_path / "d"), *longer])
+    assert not (tmp_path / "d" / "grpo").exists()
 
     other = ["--sft-model", "other", *common[2:]]
     with pytest.raises(SystemExit, match="started from another checkpoint"):
