@@ -86,11 +86,14 @@ def test_a_killed_server_is_restarted_on_its_port_and_nothing_outlives_the_conte
         with RemoteEnv(url, family="textcraft", reconnect_s=30.0) as env:  # waits for /healthz too
             observation, _ = env.reset("textcraft_0")
             assert "Crafting commands" in observation
+        # the supervisor polls /healthz on its own: the client can be served before it says so
+        said: list[str] = []
+        _wait_for(lambda: said.append(capfd.readouterr().err) or "is healthy again" in "".join(said))
         second = server.process.pid
     assert server.restarts == 1, "restarted during shutdown"
     assert server.process.returncode is not None and _gone(first) and _gone(second)
     assert _refused(url)
-    err = capfd.readouterr().err
+    err = "".join(said) + capfd.readouterr().err
     assert (
         f"env server textcraft ({url}) exited with code -9; restarting it in 0.1 s (restart 1, at most 3"
         in err
