@@ -71,6 +71,9 @@ FAMILY_CATEGORIES = {"textcraft": ["depth 1", "depth 2"], "babyai": ["GoTo", "Pi
 """The protocol's train and eval categories per family (the issue's eval sets)."""
 HORIZON = ("data.families=[textcraft]", "data.categories=[depth 2, depth 3]")
 """The cap arms train on the horizon-demanding TextCraft subset; their eval is everyone's."""
+STEPWISE = (*HORIZON, "schedule.type=stepwise", "schedule.rounds=[{caps}]", "schedule.every={stage}")
+"""The stepwise cap arms' settings (`{caps}` and `{stage}` filled by `arm_overrides`)."""
+SHAPED_CENTRED = (*STEPWISE, "algorithm.reward=shaped", "algorithm.grpo_norm_by_std=false")
 BASE_SCHEDULE = ("schedule.type=stepwise", "schedule.rounds=[3,4,5]", "schedule.every=2")
 """The RL arms' turn caps unless an arm sets its own: the quickstart's schedule when the protocol's
 runs were made (caps 3, 3, 4, 4, 5, 5 over 6 steps), pinned so that they stay comparable when the
@@ -142,49 +145,23 @@ ARMS = {
             "fixed-long, context: last 4 turns",
             "agent.context.max_turns_kept (bounded context, issue 18)",
         ),
-        Arm(
-            "cap-stepwise",
-            "rl",
-            (*HORIZON, "schedule.type=stepwise", "schedule.rounds=[{caps}]", "schedule.every={stage}"),
-            "stepwise caps",
-        ),
+        Arm("cap-stepwise", "rl", STEPWISE, "stepwise caps"),
         Arm(
             "cap-stepwise-shaped",
             "rl",
-            (
-                *HORIZON,
-                "schedule.type=stepwise",
-                "schedule.rounds=[{caps}]",
-                "schedule.every={stage}",
-                "algorithm.reward=shaped",
-            ),
+            (*STEPWISE, "algorithm.reward=shaped"),
             "stepwise caps, reward shaped by sub-goal progress",
         ),
         Arm(
             "cap-stepwise-shaped-centred",
             "rl",
-            (
-                *HORIZON,
-                "schedule.type=stepwise",
-                "schedule.rounds=[{caps}]",
-                "schedule.every={stage}",
-                "algorithm.reward=shaped",
-                "algorithm.grpo_norm_by_std=false",
-            ),
+            SHAPED_CENTRED,
             "stepwise caps, shaped reward, advantages mean-centred (not divided by the std)",
         ),
         Arm(
             "cap-stepwise-shaped-centred-eps",
             "rl",
-            (
-                *HORIZON,
-                "schedule.type=stepwise",
-                "schedule.rounds=[{caps}]",
-                "schedule.every={stage}",
-                "algorithm.reward=shaped",
-                "algorithm.grpo_norm_by_std=false",
-                "trainer.adam_eps=1.0e-5",
-            ),
+            (*SHAPED_CENTRED, "trainer.adam_eps=1.0e-5"),
             "stepwise caps, shaped reward, mean-centred, AdamW eps 1e-5",
             "trainer.adam_eps",
         ),
