@@ -15,8 +15,9 @@
 #    the curves, final greedy eval on all 70 depth 1-2 TextCraft and 20 GoTo/Pickup BabyAI test items
 #    (turn cap 10: the expert needs 3-7 turns on depth 2);
 # 4. the arms of issue 18's features (GiGPO turn-level credit, mean-centred with AdamW eps 1e-5,
-#    GRPO with that eps, invalid-action penalty, bounded context) as a second invocation: where a feature is not in this checkout that invocation stops
-#    before running anything and says which, and the core results stand;
+#    GRPO with that eps, invalid-action penalty, bounded context) as a second invocation: where a
+#    feature is not in this checkout that invocation stops before running anything and says which,
+#    and the core results stand;
 # 5. the tables and curves of everything that finished (--report-only), copied to benchmarks/results.
 # Sampling: the vllm backend when .venv-vllm imports vllm, else hf with a bf16 copy; the learner in
 # bf16 autocast on cuda. Each invocation is resumable (a finished arm x seed is reused): rerun the

@@ -74,6 +74,7 @@ HORIZON = ("data.families=[textcraft]", "data.categories=[depth 2, depth 3]")
 STEPWISE = (*HORIZON, "schedule.type=stepwise", "schedule.rounds=[{caps}]", "schedule.every={stage}")
 """The stepwise cap arms' settings (`{caps}` and `{stage}` filled by `arm_overrides`)."""
 SHAPED_CENTRED = (*STEPWISE, "algorithm.reward=shaped", "algorithm.grpo_norm_by_std=false")
+"""Stepwise caps, the reward shaped by sub-goal progress, advantages not divided by the std."""
 BASE_SCHEDULE = ("schedule.type=stepwise", "schedule.rounds=[3,4,5]", "schedule.every=2")
 """The RL arms' turn caps unless an arm sets its own: the quickstart's schedule when the protocol's
 runs were made (caps 3, 3, 4, 4, 5, 5 over 6 steps), pinned so that they stay comparable when the
@@ -460,20 +461,19 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
             sft = sft_run_overrides(load(args.config, base, arm.name), demos)
             overrides = [*overrides, *sft, "trainer.total_steps=1000000", "sft.max_seconds=1"]
         load(args.config, overrides, arm.name, arm.needs)
-        plans.append((arm, seed, run, overrides))
-    for arm, seed, run, overrides in plans:  # a finished run is reused only with these settings
+        # a finished run (folder, else archive) is reused, and only when made with these settings
+        reused = ""
         if (run / "result.json").exists():
             check_reuse(json.loads((run / "result.json").read_text()), overrides, str(run))
+            reused = "done"
         elif (arm.name, seed) in archive:
-            where = f"{arm.name} seed {seed} in {archive_path(args.results)}"
-            check_reuse(archive[arm.name, seed], overrides, where)
-    for arm, seed, run, overrides in plans:
-        if (run / "result.json").exists():
-            print(f"[protocol] {run}: done, reused", file=sys.stderr, flush=True)
-            continue
-        if (arm.name, seed) in archive:
             where = archive_path(args.results)
-            print(f"[protocol] {run}: archived in {where}, reused", file=sys.stderr, flush=True)
+            check_reuse(archive[arm.name, seed], overrides, f"{arm.name} seed {seed} in {where}")
+            reused = f"archived in {where}"
+        plans.append((arm, seed, run, overrides, reused))
+    for arm, seed, run, overrides, reused in plans:
+        if reused:
+            print(f"[protocol] {run}: {reused}, reused", file=sys.stderr, flush=True)
             continue
         extra: dict[str, Any] = {"start_sha256": start, "machine": here}
         if arm.kind == "sft":  # the budget: the step time of the budget arm's run of this seed
