@@ -79,6 +79,12 @@ BASE_SCHEDULE = ("schedule.type=stepwise", "schedule.rounds=[3,4,5]", "schedule.
 """The RL arms' turn caps unless an arm sets its own: the quickstart's schedule when the protocol's
 runs were made (caps 3, 3, 4, 4, 5, 5 over 6 steps), pinned so that they stay comparable when the
 quickstart's own schedule changes (session 8 cut it to 4 steps, caps [3, 4])."""
+BASE_LR = "trainer.lr=2.0e-5"
+"""The RL arms' lr unless an arm sets its own: the quickstart's when the protocol's runs were made,
+pinned when the quickstart moved to the `grpo-low-lr` arm's 5e-6 (session 11)."""
+PINNED = dict(o.split("=", 1) for o in (BASE_LR,))
+"""Settings pinned after runs were archived: a result whose overrides lack one was made while the
+base config had that value, so `run_settings` reads it as set."""
 DEMO_LIMIT = {"babyai": 400}
 """Expert demos per family when the protocol makes them (the first N train items; BabyAI's first
 400 hold 10 seeds of every level, 160 of them GoTo/Pickup). TextCraft: the whole train split."""
@@ -212,6 +218,7 @@ def base_overrides(args: argparse.Namespace, sft_model: str) -> list[str]:
         f"eval.every={args.eval_every}",
         f"trainer.total_steps={args.steps}",
         *BASE_SCHEDULE,
+        BASE_LR,
         "trainer.save_every=0",
         "logging.tensorboard=false",
         *args.overrides,
@@ -392,8 +399,9 @@ or what the protocol derives (sft-equal's budget): not settings to compare when 
 
 def run_settings(overrides: list[str]) -> dict[str, str]:
     """The settings a run was made with, as compared when its result is reused: the effective value
-    of each override key (the last one wins), less `PLACE_KEYS`, demo files by file name."""
-    settings = {}
+    of each override key (the last one wins), less `PLACE_KEYS`, demo files by file name; a
+    `PINNED` key the overrides lack has its pinned value."""
+    settings = dict(PINNED)
     for o in overrides:
         key, _, value = o.partition("=")
         if key in PLACE_KEYS:

@@ -62,16 +62,32 @@ def test_an_arm_whose_feature_is_missing_stops_before_any_run(tmp_path):
         protocol.parse_args(["--arms", "sft,nope"])
 
 
-def test_the_rl_arms_keep_the_schedule_their_runs_were_made_with(tmp_path):
-    """The grpo arm's caps are the protocol's own (3, 3, 4, 4, 5, 5 over 6 steps), whatever the
-    quickstart config's schedule is now; a cap arm still sets its own."""
+def test_the_rl_arms_keep_the_schedule_and_lr_their_runs_were_made_with(tmp_path):
+    """The grpo arm's caps (3, 3, 4, 4, 5, 5 over 6 steps) and lr (2e-5) are the protocol's own,
+    whatever the quickstart config's are now (its lr is 5e-6 since session 11); an arm that sets
+    its own still gets it."""
     args = protocol.parse_args(["--sft-model", "tiny", "--out", str(tmp_path), "--steps", "6"])
     base = protocol.base_overrides(args, "tiny")
-    for name, rounds in (("grpo", [3, 4, 5]), ("cap-long", [10])):
+    expected = (("grpo", [3, 4, 5], 2e-5), ("cap-long", [10], 2e-5), ("grpo-low-lr", [3, 4, 5], 5e-6))
+    for name, rounds, lr in expected:
         arm = protocol.ARMS[name]
         overrides = [*base, *protocol.arm_overrides(arm, args.caps, 6)]
         cfg = protocol.load("configs/quickstart.yaml", overrides, name, "")
         assert cfg.schedule.rounds == rounds, name
+        assert cfg.trainer.lr == pytest.approx(lr), name
+
+
+def test_results_made_before_the_lr_was_pinned_are_reused_as_made_at_that_lr():
+    """The archived runs predate the pin: their overrides name no lr (the quickstart's 2e-5 then),
+    so they match a rerun that pins 2e-5, and a run that set its own lr keeps it."""
+    before = ["trainer.total_steps=6", "schedule.rounds=[3,4,5]"]
+    now = ["trainer.total_steps=6", "schedule.rounds=[3,4,5]", protocol.BASE_LR]
+    assert protocol.run_settings(before) == protocol.run_settings(now)
+    protocol.check_reuse({"overrides": before}, now, "grpo seed 0")
+    low = [*before, "trainer.lr=5.0e-6"]
+    assert protocol.run_settings(low) == protocol.run_settings([*now, "trainer.lr=5.0e-6"])
+    with pytest.raises(SystemExit, match=r"trainer.lr: 5.0e-6 -> 2.0e-5"):
+        protocol.check_reuse({"overrides": low}, now, "grpo-low-lr seed 0")
 
 
 def test_every_registered_arm_loads_as_the_protocol_runs_it(tmp_path):
@@ -148,8 +164,11 @@ def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_
 
     # the archive's runs are reused only with their settings: another --steps stops, naming it
     longer = [a if a != "1" else "2" for a in common]
-    with pytest.raises(SystemExit, match=r"grpo seed 0 in .*arch.runs.json was made with other settings "
-                       r"\(trainer.total_steps: 1 -> 2\)"):
+    with pytest.raises(
+        SystemExit,
+        match=r"grpo seed 0 in .*arch.runs.json was made with other settings "
+        r"\(trainer.total_steps: 1 -> 2\)",
+    ):
         protocol.main(["--arms", "grpo", "--out", str(tmp_path / "d"), *longer])
     assert not (tmp_path / "d" / "grpo").exists()
 
