@@ -10,8 +10,8 @@
 # 1. install (scripts/install.sh: the package, matplotlib, .venv-vllm/ with CUDA vllm==0.32.0);
 # 2. one SFT checkpoint of the default model (SmolLM2-135M-Instruct) on the expert demos of
 #    TextCraft (depth 1-2) and BabyAI (GoTo/Pickup; the first 400 train items' demos), 16 steps;
-# 3. the core arms from it (SFT only, GRPO, equal-compute SFT, the four turn-cap arms on TextCraft
-#    depth 2-3 with caps 3/6/10), every seed, STEPS GRPO steps each, an eval every STEPS/4 steps for
+# 3. the core arms from it (SFT only, GRPO at lr 2e-5 and 5e-6, equal-compute SFT, the four
+#    turn-cap arms on TextCraft depth 2-3 with caps 3/6/10), every seed, STEPS GRPO steps each, an eval every STEPS/4 steps for
 #    the curves, final greedy eval on all 70 depth 1-2 TextCraft and 20 GoTo/Pickup BabyAI test items
 #    (turn cap 10: the expert needs 3-7 turns on depth 2);
 # 4. the arms of issue 18's features (GiGPO turn-level credit, mean-centred with AdamW eps 1e-5,
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/runs/protocol_gpu}"
 STEPS="${STEPS:-40}"
 SEEDS="${SEEDS:-0,1,2,3,4}"
-ARMS="${ARMS:-sft,grpo,sft-equal,cap-short,cap-long,cap-stepwise,cap-adaptive}"
+ARMS="${ARMS:-sft,grpo,grpo-low-lr,sft-equal,cap-short,cap-long,cap-stepwise,cap-adaptive}"
 FEATURE_ARMS="${FEATURE_ARMS:-grpo-turn,grpo-turn-centred-eps,grpo-eps,grpo-penalty,cap-long-ctx}"
 source benchmarks/gpu_steps.sh   # $OUT, status.txt, the offline env, `step`
 
