@@ -10,10 +10,10 @@
 # 1. install (scripts/install.sh: the package, matplotlib, .venv-vllm/ with CUDA vllm==0.32.0);
 # 2. one SFT checkpoint of the default model (SmolLM2-135M-Instruct) on the expert demos of
 #    TextCraft (depth 1-2) and BabyAI (GoTo/Pickup; the first 400 train items' demos), 16 steps;
-# 3. the core arms from it (SFT only, GRPO at lr 2e-5 and 5e-6, equal-compute SFT, the four
-#    turn-cap arms on TextCraft depth 2-3 with caps 3/6/10), every seed, STEPS GRPO steps each, an
-#    eval every STEPS/4 steps for the curves, final greedy eval on all 70 depth 1-2 TextCraft and 20 GoTo/Pickup BabyAI test items
-#    (turn cap 10: the expert needs 3-7 turns on depth 2);
+# 3. the core arms from it (SFT only, GRPO at lr 2e-5 and 5e-6, equal-compute SFT, the four turn-cap
+#    arms on TextCraft depth 2-3 with caps 3/6/10), every seed, STEPS GRPO steps each, an eval every
+#    STEPS/4 steps for the curves, final greedy eval on all 70 depth 1-2 TextCraft and 20
+#    GoTo/Pickup BabyAI test items (turn cap 10: the expert needs 3-7 turns on depth 2);
 # 4. the arms of issue 18's features (GiGPO turn-level credit, mean-centred with AdamW eps 1e-5,
 #    GRPO with that eps, invalid-action penalty, bounded context) as a second invocation: where a
 #    feature is not in this checkout that invocation stops before running anything and says which,
