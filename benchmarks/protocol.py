@@ -495,6 +495,7 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
             overrides = [o for o in overrides if not o.startswith("sft.max_seconds=")]
             overrides.append(f"sft.max_seconds={budget:.3f}")
             extra["budget_s"] = budget
+            extra["budget_arm"] = args.budget_arm
         print(f"[protocol] {arm.name} seed {seed} -> {run}", file=sys.stderr, flush=True)
         cfg = load(args.config, overrides, arm.name, arm.needs)
         if run.exists():  # an interrupted run starts over (no intermediate checkpoints)

@@ -153,7 +153,28 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def markdown(summary: dict[str, Any], title: str, command: str) -> str:
+def budget_arms(found: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The RL arms whose step time the sft-equal results got as budget: each result's
+    `budget_arm`, else (results made before it was recorded) the arm whose run of the same seed
+    trained exactly `budget_s`, else the protocol's default, `grpo`."""
+    names = set()
+    for r in found.get(REFERENCE_ARM, []):
+        name = r.get("budget_arm") or next(
+            (
+                arm
+                for arm, runs in found.items()
+                for o in runs
+                if arm != REFERENCE_ARM
+                and o.get("seed") == r.get("seed")
+                and o.get("step_seconds") == r.get("budget_s")
+            ),
+            "grpo",
+        )
+        names.add(name)
+    return sorted(names) or ["grpo"]
+
+
+def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str] | None = None) -> str:
     families = sorted({f for e in summary.values() for f in e["families"]})
     lines = [f"## {title}", "", "```", command, "```", ""]
     for fam in families:
@@ -190,8 +211,8 @@ def markdown(summary: dict[str, Any], title: str, command: str) -> str:
         "(ddof 1) of the per-seed rates. 95% CI: two-way percentile bootstrap (2000 replicates, "
         "items and seeds resampled with replacement, numpy seed 0). Δ: paired by item, each arm's "
         "seeds resampled on their own. Train s: the arm's training-step seconds (sum of `time/step`; "
-        "sft-equal's budget is the grpo run of the same seed, and it stops at the step boundary "
-        "nearest to it).",
+        f"sft-equal's budget is the {' / '.join(budget or ['grpo'])} run of the same seed, and it stops "
+        "at the step boundary nearest to it).",
     ]
     return "\n".join(lines)
 
@@ -213,7 +234,7 @@ def write_report(out: Path, args: Any, order: list[str] | None = None) -> dict[s
     lines = [*archived_commands, *(commands.read_text().splitlines() if commands.exists() else [])]
     unique = list(dict.fromkeys(line for line in lines if line))
     command = "\n".join(unique) or "(commands not recorded)"
-    text = markdown(summary, getattr(args, "title", "Learning protocol"), command)
+    text = markdown(summary, getattr(args, "title", "Learning protocol"), command, budget_arms(found))
     text += f"\n\nLoad average (1 min) at the end of each run: {_loads(found)} on {os.cpu_count()} cores.\n"
     (out / "protocol.md").write_text(text)
     (out / "protocol.json").write_text(json.dumps({"command": command, "arms": summary}, indent=1))

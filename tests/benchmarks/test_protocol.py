@@ -153,7 +153,8 @@ def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_
     assert "grpo/seed_0: archived in" in err and "sft-equal seed 0 ->" in err
     assert not (fresh / "grpo").exists()  # nothing trained again
     equal = json.loads((fresh / "sft-equal" / "seed_0" / "result.json").read_text())
-    assert equal["budget_s"] == run["step_seconds"]
+    assert equal["budget_s"] == run["step_seconds"] and equal["budget_arm"] == "grpo"
+    assert "sft-equal's budget is the grpo run of the same seed" in (fresh / "protocol.md").read_text()
     summary = json.loads((tmp_path / "results" / "arch.json").read_text())["arms"]
     assert set(summary) == {"grpo", "sft-equal"}
     assert summary["grpo"]["families"]["textcraft"]["per_seed"] == [sum(run["items"].values()) / 2]
@@ -188,3 +189,19 @@ def test_the_start_fingerprint_follows_the_checkpoint_bytes(tmp_path):
     (b / "model.safetensors").write_bytes(b"\x00" * 9 + b"\x01")
     assert protocol.start_fingerprint(str(a)) != protocol.start_fingerprint(str(b))
     assert protocol.start_fingerprint("tiny") != protocol.start_fingerprint(str(a))
+
+
+def test_the_report_names_the_arm_that_gave_sft_equal_its_budget():
+    """`--budget-arm grpo-low-lr` gives sft-equal that arm's step time; the table's note says so,
+    also for results made before the arm was recorded (matched by seed and seconds)."""
+    from benchmarks.protocol_report import budget_arms
+
+    low = [{"arm": "grpo-low-lr", "seed": s, "step_seconds": 300.0 + s} for s in (0, 1)]
+    grpo = [{"arm": "grpo", "seed": s, "step_seconds": 200.0 + s} for s in (0, 1)]
+    recorded = [{"arm": "sft-equal", "seed": 0, "budget_s": 300.0, "budget_arm": "grpo-low-lr"}]
+    inferred = [{"arm": "sft-equal", "seed": 1, "budget_s": 301.0}]
+    found = {"grpo": grpo, "grpo-low-lr": low, "sft-equal": [*recorded, *inferred]}
+    assert budget_arms(found) == ["grpo-low-lr"]
+    found["sft-equal"] = [{"arm": "sft-equal", "seed": 1, "budget_s": 201.0}]
+    assert budget_arms(found) == ["grpo"]
+    assert budget_arms({"grpo": grpo}) == ["grpo"]
