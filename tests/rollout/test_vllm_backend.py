@@ -119,6 +119,32 @@ def test_sampled_logprobs_are_under_softmax_of_logits_over_t_and_seeds_reproduce
 
 
 @needs_vllm
+def test_seeded_sampling_of_a_batch_over_the_engines_token_budget(engine, hf):
+    """8 distinct prompts of ~700 tokens (5,600 > the 4,096 tokens vLLM's CPU engine schedules per
+    step) sampled with a seed, as a GRPO rollout of 8 items does: every request gets its tokens,
+    reproducibly (a chunked prefill failed the engine step on CPU: "CPU Generator does not use
+    offset")."""
+    tok = hf.tokenizer
+    prompts = [
+        list(
+            tok.apply_chat_template(
+                [{"role": "user", "content": f"{i} " + " ".join(f"w{i}x{j}" for j in range(150))}],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+            )
+        )
+        for i in range(8)
+    ]
+    assert sum(len(p) for p in prompts) > 4096 and max(len(p) for p in prompts) < 1000
+    params = SamplingParams(max_tokens=4, temperature=0.8, seed=3)
+    first = engine.generate(_requests(prompts), params)
+    assert all(r.error is None and r.token_ids for r in first), [r.error for r in first]
+    again = engine.generate(_requests(prompts), params)
+    assert [r.token_ids for r in again] == [r.token_ids for r in first]
+
+
+@needs_vllm
 def test_top_k_sampling_reports_raw_logprobs_and_filtered_sampling_logprobs(engine, hf):
     [prompt] = _prompts(hf.tokenizer)[1:2]
     [r] = engine.generate([GenerationRequest(token_ids=prompt)], SamplingParams(16, temperature=1.0, top_k=5))

@@ -113,6 +113,12 @@ class Worker:
         from vllm.platforms import current_platform
 
         begin = time.perf_counter()
+        if current_platform.is_cpu():
+            # a chunked prefill discards the token sampled for the unfinished request and rewinds
+            # its seeded generator (`set_offset`), which CPU generators lack: a batch of seeded
+            # requests over `max_num_batched_tokens` (4096 on CPU) would fail the engine step
+            # ("CPU Generator does not use offset"). Unchunked, a prompt that does not fit waits.
+            engine_kwargs = {"enable_chunked_prefill": False, **engine_kwargs}
         self.llm = LLM(**engine_kwargs)
         self.on_cuda = bool(current_platform.is_cuda_alike())
         return {
