@@ -65,7 +65,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
-from benchmarks.protocol_report import archive_path, load_archive, run_key, write_report  # noqa: E402
+from benchmarks.protocol_report import DEFAULT_BUDGET_ARM, archive_path, load_archive, run_key, write_report  # noqa: E402
 from horizonrl.config import Config, ConfigError, load_config  # noqa: E402
 
 FAMILY_CATEGORIES = {"textcraft": ["depth 1", "depth 2"], "babyai": ["GoTo", "Pickup"]}
@@ -547,7 +547,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--caps", default="3,6,10", help="turn caps of the cap arms")
     p.add_argument("--eval-limit", type=int, default=None, help="eval items per family (default: all)")
     p.add_argument("--eval-every", type=int, default=0, help="also eval every N RL steps (curves)")
-    p.add_argument("--budget-arm", default="grpo", help="the RL arm whose step time sft-equal gets")
+    p.add_argument(
+        "--budget-arm", default=DEFAULT_BUDGET_ARM, help="the RL arm whose step time sft-equal gets"
+    )
     p.add_argument("--out", default="runs/protocol")
     p.add_argument("--results", default=None, help="also copy the report to benchmarks/results/NAME.*")
     p.add_argument("--title", default="Learning protocol")

@@ -28,6 +28,8 @@ from benchmarks.protocol_stats import bootstrap_ci, bootstrap_diff_ci, seed_spre
 RESULTS = Path(__file__).resolve().parent / "results"
 REFERENCE_ARM = "sft-equal"
 """Every other arm's difference is taken against this one (the equal-compute baseline)."""
+DEFAULT_BUDGET_ARM = "grpo"
+"""The RL arm whose step time sft-equal gets unless `--budget-arm` names another."""
 
 
 ARCHIVED_METRICS = ("step", "time/step", "sampled_tokens/total", "success/mean", "eval/success",
@@ -156,7 +158,7 @@ def _pct(x: float) -> str:
 def budget_arms(found: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The RL arms whose step time the sft-equal results got as budget: each result's
     `budget_arm`, else (results made before it was recorded) the arm whose run of the same seed
-    trained exactly `budget_s`, else the protocol's default, `grpo`."""
+    trained exactly `budget_s`, else `DEFAULT_BUDGET_ARM`."""
     names = set()
     for r in found.get(REFERENCE_ARM, []):
         name = r.get("budget_arm") or next(
@@ -168,13 +170,13 @@ def budget_arms(found: dict[str, list[dict[str, Any]]]) -> list[str]:
                 and o.get("seed") == r.get("seed")
                 and o.get("step_seconds") == r.get("budget_s")
             ),
-            "grpo",
+            DEFAULT_BUDGET_ARM,
         )
         names.add(name)
-    return sorted(names) or ["grpo"]
+    return sorted(names) or [DEFAULT_BUDGET_ARM]
 
 
-def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str] | None = None) -> str:
+def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str]) -> str:
     families = sorted({f for e in summary.values() for f in e["families"]})
     lines = [f"## {title}", "", "```", command, "```", ""]
     for fam in families:
@@ -211,7 +213,7 @@ def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str
         "(ddof 1) of the per-seed rates. 95% CI: two-way percentile bootstrap (2000 replicates, "
         "items and seeds resampled with replacement, numpy seed 0). Δ: paired by item, each arm's "
         "seeds resampled on their own. Train s: the arm's training-step seconds (sum of `time/step`; "
-        f"sft-equal's budget is the {' / '.join(budget or ['grpo'])} run of the same seed, and it stops "
+        f"sft-equal's budget is the {' / '.join(budget)} run of the same seed, and it stops "
         "at the step boundary nearest to it).",
     ]
     return "\n".join(lines)

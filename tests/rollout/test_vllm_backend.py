@@ -120,7 +120,7 @@ def test_sampled_logprobs_are_under_softmax_of_logits_over_t_and_seeds_reproduce
 
 @needs_vllm
 def test_seeded_sampling_of_a_batch_over_the_engines_token_budget(engine, hf):
-    """8 distinct prompts of ~700 tokens (5,600 > the 4,096 tokens vLLM's CPU engine schedules per
+    """8 distinct prompts of ~820 tokens (6,568 > the 4,096 tokens vLLM's CPU engine schedules per
     step) sampled with a seed, as a GRPO rollout of 8 items does: every request gets its tokens,
     reproducibly (a chunked prefill failed the engine step on CPU: "CPU Generator does not use
     offset")."""
