@@ -17,13 +17,14 @@ the arms are the `ARMS` table below:
 - `sft-equal`: the equal-compute baseline, SFT continued from the checkpoint on the same demos for
   as long as the `--budget-arm` (default `grpo`) RL phase of the same seed trained (the sum of its
   `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first;
-- RL arms: GRPO (also at a quarter of its lr, and that with twice the items per step); GRPO +
-  turn-level credit (GiGPO; also with advantages only mean-centred), + the invalid-action penalty; and
-  the turn-cap arms on a horizon-demanding subset (TextCraft depth 2-3 for training): fixed-short,
-  fixed-long, stepwise (also with the reward shaped by sub-goal progress, `algorithm.reward=shaped`,
-  and that with mean-centred advantages) and adaptive caps over `--caps` (default 3,6,10). Arms
-  whose feature is not in this checkout stop the protocol before anything runs, naming the arm and
-  the config error.
+- RL arms: GRPO (also at a quarter of its lr, and that with twice the items or the samples per
+  step, or with DAPO's dynamic sampling: further batches until 4 groups are informative); GRPO +
+  turn-level credit (GiGPO; also with advantages only mean-centred), + the invalid-action penalty;
+  and the turn-cap arms on a horizon-demanding subset (TextCraft depth 2-3 for training):
+  fixed-short, fixed-long, stepwise (also with the reward shaped by sub-goal progress,
+  `algorithm.reward=shaped`, and that with mean-centred advantages) and adaptive caps over `--caps`
+  (default 3,6,10). Arms whose feature is not in this checkout stop the protocol
+  before anything runs, naming the arm and the config error.
 
 Every arm ends with the same greedy eval (`eval:` of the base config, with `--eval-limit` items per
 family; None = all: the 70 depth 1-2 TextCraft test items, the 20 BabyAI GoTo/Pickup ones). Per arm
@@ -128,6 +129,23 @@ ARMS = {
             "rl",
             ("trainer.lr=5.0e-6", "data.batch_size=8"),
             "GRPO at lr 5e-6, 8 items per step (twice the groups and compute)",
+        ),
+        Arm(
+            "grpo-low-lr-n8",
+            "rl",
+            ("trainer.lr=5.0e-6", "rollout.n=8"),
+            "GRPO at lr 5e-6, 8 samples per item (groups of 8: more groups with reward variance)",
+        ),
+        Arm(
+            "grpo-dynamic",
+            "rl",
+            (
+                "trainer.lr=5.0e-6",
+                "algorithm.dynamic_sampling_groups=4",
+                "algorithm.dynamic_sampling_max_batches=4",
+            ),
+            "GRPO at lr 5e-6, dynamic sampling (up to 4 batches a step until 4 groups are informative)",
+            "algorithm.dynamic_sampling_groups (DAPO's dynamic sampling)",
         ),
         Arm(
             "grpo-turn-centred-eps",

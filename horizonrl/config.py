@@ -295,6 +295,13 @@ class AlgorithmConfig:
     its step groups' returns differ). Saves their score and update passes, and token-mean losses
     then average over informative tokens only. A step with no informative group skips the
     optimizer step (the LR schedule still advances)."""
+    dynamic_sampling_groups: int = 0
+    """DAPO's dynamic sampling, with `filter_groups`: while a step's rollout holds fewer informative
+    groups than this, play another batch of `data.batch_size` fresh items (the same turn cap), up
+    to `dynamic_sampling_max_batches` batches; the update trains on the first this-many informative
+    groups in the order played. 0: one batch per step. Logged as `rollout/batches`."""
+    dynamic_sampling_max_batches: int = 4
+    """The most batches one step plays with `dynamic_sampling_groups` (the first included)."""
 
     def __post_init__(self) -> None:
         from horizonrl.algos.advantages import ESTIMATORS
@@ -326,6 +333,16 @@ class AlgorithmConfig:
         _check(
             not self.filter_groups or ESTIMATORS[self.estimator].group_relative,
             f"algorithm.filter_groups needs a group estimator (grpo, rloo, gigpo), not {self.estimator!r}",
+        )
+        _check(
+            self.dynamic_sampling_groups >= 0 and self.dynamic_sampling_max_batches >= 1,
+            "algorithm.dynamic_sampling_groups must be >= 0 and algorithm.dynamic_sampling_max_batches "
+            f">= 1, got {self.dynamic_sampling_groups} and {self.dynamic_sampling_max_batches}",
+        )
+        _check(
+            not self.dynamic_sampling_groups or self.filter_groups,
+            "algorithm.dynamic_sampling_groups counts the groups that algorithm.filter_groups keeps; "
+            "set algorithm.filter_groups=true",
         )
         _check(
             self.logprob_temperature == "rollout" or _positive_float(self.logprob_temperature),
@@ -875,6 +892,11 @@ class Config:
             "rollout.backend=hf in a one-process learner (resources.learner_world_size=1, "
             "resources.rollout_workers=local), and needs "
             "algorithm.recompute_old_logprobs=true (the proximal policy of decoupled PPO)",
+        )
+        _check(
+            self.rollout.max_staleness == 0 or not self.algorithm.dynamic_sampling_groups,
+            "algorithm.dynamic_sampling_groups plays a step's further batches after its first one "
+            "returns, with the weights of that step; it does not run with rollout.max_staleness > 0",
         )
         ctx = self.agent.context
         if ctx.max_turns_kept is not None or ctx.max_tokens is not None:

@@ -91,10 +91,7 @@ class RolloutProducer:
         """Step `step`'s turn cap, episodes and trajectories, and its staleness metrics."""
         if not self.background:
             cap, episodes = self.plan(step)
-            trajectories = self.rollout(episodes, step=step)
-            for traj in trajectories:
-                traj.policy_version = step
-            return cap, episodes, trajectories, {}
+            return cap, episodes, self.play(step, episodes), {}
         self._publish(step)
         if self.next_step is None:
             self.next_step = step
@@ -117,6 +114,16 @@ class RolloutProducer:
             "staleness/max": float(max(lags, default=0)),
         }
         return cap, episodes, result, stats
+
+    def play(self, step: int, episodes: list[Episode]) -> list[Trajectory]:
+        """Play `episodes` of step `step` now with the trainer's rollout (the learner's current
+        weights): the synchronous path's rollout, and a step's further dynamic-sampling batches."""
+        if self.background:
+            raise RuntimeError("RolloutProducer.play runs with rollout.max_staleness: 0 only")
+        trajectories = self.rollout(episodes, step=step)
+        for traj in trajectories:
+            traj.policy_version = step
+        return trajectories
 
     def close(self) -> None:
         """Stop the background thread (after its queued rollouts) and free the copy's backend."""

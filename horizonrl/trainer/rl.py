@@ -124,31 +124,45 @@ def turn_stats(trajectories: list[Trajectory]) -> dict[str, float]:
     return {"turns/invalid_frac": invalid / max(1, turns), "progress/mean": progress / max(1, len(played))}
 
 
-def select_for_update(
-    trajectories: list[Trajectory], cfg: Config
-) -> tuple[list[Trajectory], dict[str, float]]:
-    """The trajectories the update trains on: never those without a sampled token (an env that
-    failed at reset); failed ones dropped (`algorithm.failed: drop`) or kept and scored 0 (`zero`);
-    with `algorithm.filter_groups`, every group whose rewards are all equal (all-0 advantages),
-    unless the estimator is step-level and one of the group's step groups has unequal step
-    returns. Also returns the step's `turn_stats`."""
-    a = cfg.algorithm
-    stats = turn_stats(trajectories)
-    kept = [t for t in trajectories if any(t.loss_mask) and not (t.failed and a.failed == "drop")]
-    if not a.filter_groups:
-        return kept, stats
+def informative_groups(trajectories: list[Trajectory], cfg: Config) -> list[int]:
+    """The group ids whose rewards differ (`trajectory_return`), in the order played; with a
+    step-level estimator also every group one of whose step groups has unequal step returns."""
     returns: dict[int, list[float]] = {}
-    for t in kept:
+    for t in trajectories:
         returns.setdefault(t.group_id, []).append(trajectory_return(t, cfg))
     informative = {g for g, r in returns.items() if len(r) > 1 and max(r) - min(r) > 1e-9}
-    if get_estimator(a.estimator).step_level:
-        G = [step_returns(t, cfg) for t in kept]
-        for (g, _), members in step_groups(kept).items():
+    if get_estimator(cfg.algorithm.estimator).step_level:
+        G = [step_returns(t, cfg) for t in trajectories]
+        for (g, _), members in step_groups(trajectories).items():
             r = [G[i][k] for i, k in members]
             if len(r) > 1 and max(r) - min(r) > 1e-9:
                 informative.add(g)
-    stats["groups/informative_frac"] = len(informative) / max(1, len(returns))
-    return [t for t in kept if t.group_id in informative], stats
+    return [g for g in returns if g in informative]
+
+
+def trainable(trajectories: list[Trajectory], cfg: Config) -> list[Trajectory]:
+    """Never those without a sampled token (an env that failed at reset); failed ones dropped
+    (`algorithm.failed: drop`) or kept and scored 0 (`zero`)."""
+    drop_failed = cfg.algorithm.failed == "drop"
+    return [t for t in trajectories if any(t.loss_mask) and not (t.failed and drop_failed)]
+
+
+def select_for_update(
+    trajectories: list[Trajectory], cfg: Config
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """The trajectories the update trains on: the `trainable` ones; with `algorithm.filter_groups`,
+    only the `informative_groups` (a group whose rewards are all equal has all-0 advantages), and
+    with `algorithm.dynamic_sampling_groups` K only the first K of them. Also returns the step's
+    `turn_stats` and the share of informative groups among all played."""
+    a = cfg.algorithm
+    stats = turn_stats(trajectories)
+    kept = trainable(trajectories, cfg)
+    if not a.filter_groups:
+        return kept, stats
+    groups = informative_groups(kept, cfg)
+    stats["groups/informative_frac"] = len(groups) / max(1, len({t.group_id for t in kept}))
+    chosen = set(groups[: a.dynamic_sampling_groups or None])
+    return [t for t in kept if t.group_id in chosen], stats
 
 
 def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config) -> torch.Tensor:
@@ -158,6 +172,12 @@ def turn_rewards_batch(batch: Batch, trajectories: list[Trajectory], cfg: Config
     ends = [t.turn_ends[: len(t.turn_rewards)] for t in trajectories]
     credits = [turn_credits(t, cfg) for t in trajectories]
     return place_rewards(batch.loss_mask, outcome, turn_ends=ends, turn_rewards=credits)
+
+
+EXTRA_BATCH_STRIDE = 10_000_019
+"""Group-id (and seed) offset of a step's further dynamic-sampling batches: batch b of step s starts
+at `seed * 1_000_003 + s * batch_size + b * EXTRA_BATCH_STRIDE`, clear of every first batch's ids
+while `total_steps * batch_size` stays below it."""
 
 
 class RLTrainer(TrainingRun):
@@ -192,7 +212,7 @@ class RLTrainer(TrainingRun):
                 with timer("weight_sync"):
                     sync_stats = self.sync_rollout()
                 with timer("rollout"):  # the producer plans the step (and, with staleness, later ones)
-                    cap, episodes, trajectories, rollout_stats = producer.take(self.step)
+                    cap, episodes, trajectories, rollout_stats = self.play(producer)
                 with timer("score"):
                     kept, select_stats = select_for_update(trajectories, cfg)
                     kept = [row for t in kept for row in training_rows(t)]  # bounded context: per window
@@ -243,9 +263,32 @@ class RLTrainer(TrainingRun):
             self.cfg, rollout, plan, learner.sampling_model(), learner.tokenizer, self.env_urls
         )
 
-    def plan_episodes(self, step: int) -> list[Episode]:
+    def play(
+        self, producer: RolloutProducer
+    ) -> tuple[int, list[Episode], list[Trajectory], dict[str, float]]:
+        """The step's turn cap, episodes, trajectories and rollout metrics: one batch, or with
+        `algorithm.dynamic_sampling_groups` K further batches of fresh items (played with the same
+        weights) while fewer than K groups are informative, up to `dynamic_sampling_max_batches`."""
+        a = self.cfg.algorithm
+        cap, episodes, trajectories, stats = producer.take(self.step)
+        if not a.dynamic_sampling_groups:
+            return cap, episodes, trajectories, stats
+        batches = 1
+        while (
+            batches < a.dynamic_sampling_max_batches
+            and len(informative_groups(trainable(trajectories, self.cfg), self.cfg))
+            < a.dynamic_sampling_groups
+        ):
+            more = self.plan_episodes(self.step, batch=batches)
+            episodes, trajectories = episodes + more, trajectories + producer.play(self.step, more)
+            batches += 1
+        return cap, episodes, trajectories, {**stats, "rollout/batches": float(batches)}
+
+    def plan_episodes(self, step: int, *, batch: int = 0) -> list[Episode]:
         """The step's items (seeded order, resumable cursor; the curriculum's stage), `rollout.n`
-        samples each, capped in turns and (with `rollout.max_tokens_schedule`) tokens per turn."""
+        samples each, capped in turns and (with `rollout.max_tokens_schedule`) tokens per turn.
+        `batch` > 0: a further batch of the step (dynamic sampling), with group ids and seeds of
+        its own (`EXTRA_BATCH_STRIDE` apart, so that batch 0 keeps the ids of a run without it)."""
         items = self.sampler.next_batch(self.cfg.data.batch_size, step)
         caps = self.schedule.group_caps(step, len(items))
         tokens: list[int | None] = [None] * len(items)
@@ -253,7 +296,7 @@ class RLTrainer(TrainingRun):
         if self.token_schedule is not None:
             tokens = list(self.token_schedule.group_values(step, len(items)))
             self.plan_stats[step]["schedule/max_tokens"] = float(self.token_schedule.value(step))
-        base = self.cfg.trainer.seed * 1_000_003 + step * len(items)
+        base = self.cfg.trainer.seed * 1_000_003 + step * len(items) + batch * EXTRA_BATCH_STRIDE
         return [
             Episode(
                 item,

@@ -7,7 +7,9 @@ import json
 import pytest
 import torch
 
-from horizonrl.trainer.rl import RLTrainer
+from horizonrl.config import ConfigError
+from horizonrl.trainer.episodes import Episode
+from horizonrl.trainer.rl import EXTRA_BATCH_STRIDE, RLTrainer, select_for_update
 from tests.trainer.conftest import scripted_rl_config
 
 
@@ -102,3 +104,97 @@ def test_no_informative_group_skips_the_optimizer_step(tmp_path, scripted_rollou
     assert all(torch.equal(before[k], after[k]) for k in before), "weights moved with nothing to learn"
     assert trainer.learner.lr_scheduler.last_epoch == lr_before + 1
     assert (tmp_path / "checkpoints" / "step_1").exists()
+
+
+class _FailsUntilBatch:
+    """The scripted rollout, but every sample fails in the step's dynamic-sampling batches before
+    `first_informative` (batch b's group ids start at b * EXTRA_BATCH_STRIDE); records each call's
+    group ids and seeds."""
+
+    def __init__(self, inner, first_informative):
+        self.inner, self.first_informative = inner, first_informative
+        self.calls = []
+
+    def __call__(self, episodes, *, step, greedy=False):
+        self.calls.append([(e.group_id, e.seed, e.item_id) for e in episodes])
+        out = self.inner(episodes, step=step, greedy=greedy)
+        for t in out:
+            if t.group_id // EXTRA_BATCH_STRIDE < self.first_informative:
+                t.success, t.score, t.reward = False, 0.0, 0.0
+                t.turn_rewards = [0.0] * len(t.turn_rewards)
+        return out
+
+
+def test_dynamic_sampling_plays_fresh_batches_until_a_group_is_informative(tmp_path, scripted_rollout):
+    rollout = _FailsUntilBatch(scripted_rollout, first_informative=2)
+    cfg = _config(tmp_path, "algorithm.filter_groups=true", "algorithm.dynamic_sampling_groups=1")
+    trainer = RLTrainer(cfg, rollout=rollout)
+    before = {k: v.clone() for k, v in trainer.learner.actor.state_dict().items()}
+    metrics = trainer.fit()
+    assert metrics["rollout/batches"] == 3.0 and metrics["update/skipped"] == 0.0
+    after = trainer.learner.actor.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before), (
+        "the informative batch was not trained on"
+    )
+    groups = [g for call in rollout.calls for g, _, _ in call]
+    assert len(groups) == 3 * 2 * 2 and len(set(groups)) == 3 * 2  # 3 batches x 2 items x 2 samples
+    assert len({s for call in rollout.calls for _, s, _ in call}) == 3 * 2  # a seed per group
+    items = [[i for _, _, i in call] for call in rollout.calls]
+    assert items[0] != items[1] != items[2]  # fresh items each batch (the data cursor moved on)
+    assert trainer.sampler.state_dict()["cursor"] == 3 * 2  # saved with the checkpoint: a resume goes on
+    [row] = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert row["groups/informative_frac"] == pytest.approx(2 / 6)
+    assert len((tmp_path / "trajectories" / "step_1.jsonl").read_text().splitlines()) == 12
+
+
+def test_without_dynamic_sampling_the_same_rollout_skips_the_update(tmp_path, scripted_rollout):
+    rollout = _FailsUntilBatch(scripted_rollout, first_informative=2)
+    metrics = RLTrainer(_config(tmp_path, "algorithm.filter_groups=true"), rollout=rollout).fit()
+    assert metrics["update/skipped"] == 1.0 and len(rollout.calls) == 1 and "rollout/batches" not in metrics
+
+
+def test_dynamic_sampling_stops_at_its_batch_limit(tmp_path, scripted_rollout):
+    rollout = _FailsUntilBatch(scripted_rollout, first_informative=99)
+    cfg = _config(
+        tmp_path,
+        "algorithm.filter_groups=true",
+        "algorithm.dynamic_sampling_groups=2",
+        "algorithm.dynamic_sampling_max_batches=3",
+    )
+    metrics = RLTrainer(cfg, rollout=rollout).fit()
+    assert len(rollout.calls) == 3 and metrics["rollout/batches"] == 3.0 and metrics["update/skipped"] == 1.0
+
+
+def test_dynamic_sampling_trains_on_the_first_k_informative_groups(tmp_path, scripted_rollout):
+    cfg = _config(tmp_path, "algorithm.filter_groups=true", "algorithm.dynamic_sampling_groups=1")
+    episodes = [
+        Episode(f"textcraft_{g}", group_id=g, sample_index=k, seed=g, max_turns=3)
+        for g in (7, 3)
+        for k in (0, 1)
+    ]
+    trajectories = scripted_rollout(episodes, step=0)  # both groups informative (even samples succeed)
+    kept, stats = select_for_update(trajectories, cfg)
+    assert [t.group_id for t in kept] == [7, 7] and stats["groups/informative_frac"] == 1.0
+    all_kept, _ = select_for_update(trajectories, _config(tmp_path, "algorithm.filter_groups=true"))
+    assert [t.group_id for t in all_kept] == [7, 7, 3, 3]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (("algorithm.dynamic_sampling_groups=2",), "set algorithm.filter_groups=true"),
+        (("algorithm.filter_groups=true", "algorithm.dynamic_sampling_groups=-1"), "must be >= 0"),
+        (("algorithm.filter_groups=true", "algorithm.dynamic_sampling_max_batches=0"), ">= 1"),
+        (
+            (
+                "algorithm.filter_groups=true",
+                "algorithm.dynamic_sampling_groups=2",
+                "rollout.max_staleness=1",
+            ),
+            "does not run with rollout.max_staleness > 0",
+        ),
+    ],
+)
+def test_dynamic_sampling_settings_are_checked(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(tmp_path, *overrides)
