@@ -14,10 +14,10 @@
 #    arms on TextCraft depth 2-3 with caps 3/6/10), every seed, STEPS GRPO steps each, an eval every
 #    STEPS/4 steps for the curves, final greedy eval on all 70 depth 1-2 TextCraft and 20
 #    GoTo/Pickup BabyAI test items (turn cap 10: the expert needs 3-7 turns on depth 2);
-# 4. the arms of issue 18's features (GiGPO turn-level credit, mean-centred with AdamW eps 1e-5,
-#    GRPO with that eps, invalid-action penalty, bounded context) as a second invocation: where a
-#    feature is not in this checkout that invocation stops before running anything and says which,
-#    and the core results stand;
+# 4. the arms of issue 18's features (DAPO's dynamic sampling, GiGPO turn-level credit, mean-centred
+#    with AdamW eps 1e-5, GRPO with that eps, invalid-action penalty, bounded context) as a second
+#    invocation: where a feature is not in this checkout that invocation stops before running
+#    anything and says which, and the core results stand;
 # 5. the tables and curves of everything that finished (--report-only), copied to benchmarks/results.
 # Sampling: the vllm backend when .venv-vllm imports vllm, else hf with a bf16 copy; the learner in
 # bf16 autocast on cuda. Each invocation is resumable (a finished arm x seed is reused): rerun the
@@ -28,7 +28,7 @@ OUT="${OUT:-$PWD/runs/protocol_gpu}"
 STEPS="${STEPS:-40}"
 SEEDS="${SEEDS:-0,1,2,3,4}"
 ARMS="${ARMS:-sft,grpo,grpo-low-lr,sft-equal,cap-short,cap-long,cap-stepwise,cap-adaptive}"
-FEATURE_ARMS="${FEATURE_ARMS:-grpo-turn,grpo-turn-centred-eps,grpo-eps,grpo-penalty,cap-long-ctx}"
+FEATURE_ARMS="${FEATURE_ARMS:-grpo-dynamic,grpo-turn,grpo-turn-centred-eps,grpo-eps,grpo-penalty,cap-long-ctx}"
 source benchmarks/gpu_steps.sh   # $OUT, status.txt, the offline env, `step`
 
 [ -n "${SKIP_INSTALL:-}" ] || step install bash scripts/install.sh
