@@ -18,7 +18,8 @@ the arms are the `ARMS` table below:
   as long as the `--budget-arm` (default `grpo`) RL phase of the same seed trained (the sum of its
   `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first;
 - RL arms: GRPO (also at a quarter of its lr, and that with twice the items or the samples per
-  step, or with DAPO's dynamic sampling: further batches until 4 groups are informative); GRPO +
+  step, or with DAPO's dynamic sampling: further batches until 4 groups are informative, or with
+  the eval's fixed cap of 5 turns instead of the base schedule's 3, 4, 5); GRPO +
   turn-level credit (GiGPO; also with advantages only mean-centred), + the invalid-action penalty;
   and the turn-cap arms on a horizon-demanding subset (TextCraft depth 2-3 for training):
   fixed-short, fixed-long, stepwise (also with the reward shaped by sub-goal progress,
@@ -135,6 +136,12 @@ ARMS = {
             "rl",
             ("trainer.lr=5.0e-6", "rollout.n=8"),
             "GRPO at lr 5e-6, 8 samples per item (groups of 8: more groups with reward variance)",
+        ),
+        Arm(
+            "grpo-low-lr-cap5",
+            "rl",
+            ("trainer.lr=5.0e-6", "schedule.type=fixed", "schedule.rounds=[5]"),
+            "GRPO at lr 5e-6, a fixed cap of 5 turns (the eval's: depth-2 items fit from step 1)",
         ),
         Arm(
             "grpo-dynamic",
