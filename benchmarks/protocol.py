@@ -458,6 +458,18 @@ def check_reuse(result: dict[str, Any], overrides: list[str], where: str) -> Non
         )
 
 
+def check_budget_arm(result: dict[str, Any], budget_arm: str, where: str) -> None:
+    """Stop when a finished sft-equal result (`where`) got its budget from another arm than
+    `--budget-arm`: it would be reported as equal compute to an arm it was not timed against."""
+    got = result.get("budget_arm", DEFAULT_BUDGET_ARM)
+    if got != budget_arm:
+        raise SystemExit(
+            f"protocol: {where} had the budget of {got} (seed {result.get('seed')}, "
+            f"{result.get('budget_s', 0):.0f} s), not of --budget-arm {budget_arm}: "
+            "pass another --out and --results NAME for these"
+        )
+
+
 def archived_runs(args: argparse.Namespace, start: str) -> dict[tuple[str, int | None], dict[str, Any]]:
     """The arm x seed results archived under `--results NAME` (none without it); stops when the
     archive's runs started from another checkpoint than `start`."""
@@ -502,14 +514,16 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
             overrides = [*overrides, *sft, "trainer.total_steps=1000000", "sft.max_seconds=1"]
         load(args.config, overrides, arm.name, arm.needs)
         # a finished run (folder, else archive) is reused, and only when made with these settings
-        reused = ""
+        reused, result, where = "", None, str(run)
         if (run / "result.json").exists():
-            check_reuse(json.loads((run / "result.json").read_text()), overrides, str(run))
-            reused = "done"
+            result, reused = json.loads((run / "result.json").read_text()), "done"
         elif (arm.name, seed) in archive:
-            where = archive_path(args.results)
-            check_reuse(archive[arm.name, seed], overrides, f"{arm.name} seed {seed} in {where}")
-            reused = f"archived in {where}"
+            result, reused = archive[arm.name, seed], f"archived in {archive_path(args.results)}"
+            where = f"{arm.name} seed {seed} in {archive_path(args.results)}"
+        if result is not None:
+            check_reuse(result, overrides, where)
+            if arm.kind == "sft":
+                check_budget_arm(result, args.budget_arm, where)
         plans.append((arm, seed, run, overrides, reused))
     for arm, seed, run, overrides, reused in plans:
         if reused:

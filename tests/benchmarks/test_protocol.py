@@ -163,6 +163,27 @@ def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_
     assert sorted(r["arm"] for r in archive["runs"]) == ["grpo", "sft-equal"]
     assert len(archive["commands"]) == 2
 
+    # an sft-equal timed against grpo is not reused as equal compute to another --budget-arm
+    with pytest.raises(
+        SystemExit, match=r"sft-equal/seed_0 had the budget of grpo .* not of --budget-arm grpo-low-lr"
+    ):
+        protocol.main(
+            ["--arms", "grpo-low-lr,sft-equal", "--budget-arm", "grpo-low-lr", "--out", str(fresh), *common]
+        )
+    with pytest.raises(SystemExit, match=r"sft-equal seed 0 in .*arch.runs.json had the budget of grpo"):
+        protocol.main(
+            [
+                "--arms",
+                "grpo-low-lr,sft-equal",
+                "--budget-arm",
+                "grpo-low-lr",
+                "--out",
+                str(tmp_path / "e"),
+                *common,
+            ]
+        )
+    assert not (fresh / "grpo-low-lr").exists() and not (tmp_path / "e" / "grpo-low-lr").exists()
+
     # the archive's runs are reused only with their settings: another --steps stops, naming it
     longer = [a if a != "1" else "2" for a in common]
     with pytest.raises(
