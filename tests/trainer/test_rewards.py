@@ -12,7 +12,7 @@ from horizonrl.rollout.engine import EngineConfig, RolloutEngine
 from horizonrl.rollout.envpool import LocalEnvPool
 from horizonrl.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from horizonrl.trainer.batch import collate, turn_steps
-from horizonrl.trainer.rl import (
+from horizonrl.trainer.rewards import (
     select_for_update,
     step_returns,
     trajectory_return,

@@ -147,7 +147,7 @@ def test_ppo_bootstraps_a_capped_episode_from_the_critic_at_the_cut(tmp_path, sc
     """Scripted failures are cut by the cap (truncated, reward 0): their last sampled token's return
     is gamma * V(state after the last token), the critic's own value there, not 0."""
     from horizonrl.trainer.batch import collate
-    from horizonrl.trainer.rl import select_for_update
+    from horizonrl.trainer.rewards import select_for_update
 
     cfg = _cfg(tmp_path, "algorithm.name=ppo", "model.bf16=false", "algorithm.gamma=0.9")
     trainer = RLTrainer(cfg, rollout=scripted_rollout)

@@ -9,7 +9,8 @@ import torch
 
 from horizonrl.config import ConfigError
 from horizonrl.trainer.episodes import Episode
-from horizonrl.trainer.rl import EXTRA_BATCH_STRIDE, RLTrainer, select_for_update
+from horizonrl.trainer.rewards import select_for_update
+from horizonrl.trainer.rl import EXTRA_BATCH_STRIDE, RLTrainer
 from tests.trainer.conftest import scripted_rl_config
 
 
