@@ -28,7 +28,7 @@ OUT="${OUT:-$PWD/runs/protocol_gpu}"
 STEPS="${STEPS:-40}"
 SEEDS="${SEEDS:-0,1,2,3,4}"
 ARMS="${ARMS:-sft,grpo,grpo-low-lr,sft-equal,cap-short,cap-long,cap-stepwise,cap-adaptive}"
-FEATURE_ARMS="${FEATURE_ARMS:-grpo-dynamic,grpo-turn,grpo-turn-centred-eps,grpo-eps,grpo-penalty,cap-long-ctx}"
+FEATURE_ARMS="${FEATURE_ARMS:-grpo-dynamic,grpo-dynamic-cap5,grpo-turn,grpo-turn-centred-eps,grpo-eps,grpo-penalty,cap-long-ctx}"
 source benchmarks/gpu_steps.sh   # $OUT, status.txt, the offline env, `step`
 
 [ -n "${SKIP_INSTALL:-}" ] || step install bash scripts/install.sh

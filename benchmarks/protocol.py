@@ -19,7 +19,7 @@ the arms are the `ARMS` table below:
   `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first;
 - RL arms: GRPO (also at a quarter of its lr, and that with twice the items or the samples per
   step, or with DAPO's dynamic sampling: further batches until 4 groups are informative, or with
-  the eval's fixed cap of 5 turns instead of the base schedule's 3, 4, 5); GRPO +
+  the eval's fixed cap of 5 turns instead of the base schedule's 3, 4, 5, or both); GRPO +
   turn-level credit (GiGPO; also with advantages only mean-centred), + the invalid-action penalty;
   and the turn-cap arms on a horizon-demanding subset (TextCraft depth 2-3 for training):
   fixed-short, fixed-long, stepwise (also with the reward shaped by sub-goal progress,
@@ -152,6 +152,19 @@ ARMS = {
                 "algorithm.dynamic_sampling_max_batches=4",
             ),
             "GRPO at lr 5e-6, dynamic sampling (up to 4 batches a step until 4 groups are informative)",
+            "algorithm.dynamic_sampling_groups (DAPO's dynamic sampling)",
+        ),
+        Arm(
+            "grpo-dynamic-cap5",
+            "rl",
+            (
+                "trainer.lr=5.0e-6",
+                "algorithm.dynamic_sampling_groups=4",
+                "algorithm.dynamic_sampling_max_batches=4",
+                "schedule.type=fixed",
+                "schedule.rounds=[5]",
+            ),
+            "GRPO at lr 5e-6, dynamic sampling, the eval's fixed cap of 5 (signal each step, no short caps)",
             "algorithm.dynamic_sampling_groups (DAPO's dynamic sampling)",
         ),
         Arm(
