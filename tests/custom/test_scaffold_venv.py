@@ -51,6 +51,7 @@ def test_the_installed_plugin_is_listed_with_its_source(installed):
     assert rows["textcraft"]["source"] == "built-in"
     system = [sys.executable, "-m", "horizonrl.cli", "envs", "--json"]
     outside = subprocess.run(system, capture_output=True, text=True, cwd=installed[3])
+    assert outside.returncode == 0, outside.stderr
     assert "guess" not in {row["family"] for row in json.loads(outside.stdout)}  # only the venv has it
 
 
