@@ -45,7 +45,8 @@ With `--results NAME` the results are also archived in `benchmarks/results/NAME.
 skips the archived arm x seeds, takes sft-equal's budget from them, and reports them with the new
 ones. Each result records the SHA-256 of the starting checkpoint (`start_sha256`); an archive from
 another checkpoint stops the protocol before anything runs. Each also records the `machine` its
-seconds were measured on, and sft-equal refuses a budget measured on another machine.
+seconds were measured on, and sft-equal refuses a budget measured on another machine; a finished
+sft-equal is reused only under the `--budget-arm` it was timed against.
 `horizonrl view <out>` shows the runs; the run list's "Compare selected runs" overlays any of
 them (`#/compare?runs=grpo~seed_0,sft-equal~seed_0`).
 """
