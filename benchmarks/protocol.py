@@ -68,7 +68,15 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
-from benchmarks.protocol_report import DEFAULT_BUDGET_ARM, archive_path, load_archive, run_key, write_report  # noqa: E402
+from benchmarks.protocol_report import (  # noqa: E402
+    DEFAULT_BUDGET_ARM,
+    archive_path,
+    budget_arm_of,
+    load_archive,
+    load_results,
+    run_key,
+    write_report,
+)
 from horizonrl.config import Config, ConfigError, load_config  # noqa: E402
 
 FAMILY_CATEGORIES = {"textcraft": ["depth 1", "depth 2"], "babyai": ["GoTo", "Pickup"]}
@@ -472,10 +480,18 @@ def check_reuse(result: dict[str, Any], overrides: list[str], where: str) -> Non
         )
 
 
-def check_budget_arm(result: dict[str, Any], budget_arm: str, where: str) -> None:
+def check_budget_arm(
+    result: dict[str, Any],
+    budget_arm: str,
+    out: Path,
+    archive: dict[tuple[str, int | None], dict],
+    where: str,
+) -> None:
     """Stop when a finished sft-equal result (`where`) got its budget from another arm than
-    `--budget-arm`: it would be reported as equal compute to an arm it was not timed against."""
-    got = result.get("budget_arm", DEFAULT_BUDGET_ARM)
+    `--budget-arm` (`budget_arm_of`, over the runs under `out` and in `archive` for a result that
+    did not record it): it would be reported as equal compute to an arm it was not timed against."""
+    found = {} if result.get("budget_arm") else load_results(out, archive=list(archive.values()))
+    got = budget_arm_of(result, found)
     if got != budget_arm:
         raise SystemExit(
             f"protocol: {where} had the budget of {got} (seed {result.get('seed')}, "
@@ -537,7 +553,7 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
         if result is not None:
             check_reuse(result, overrides, where)
             if arm.kind == "sft":
-                check_budget_arm(result, args.budget_arm, where)
+                check_budget_arm(result, args.budget_arm, out, archive, where)
         plans.append((arm, seed, run, overrides, reused))
     for arm, seed, run, overrides, reused in plans:
         if reused:

@@ -155,25 +155,26 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
+def budget_arm_of(result: dict[str, Any], found: dict[str, list[dict[str, Any]]]) -> str:
+    """The RL arm whose step time an sft-equal `result` got as budget: its `budget_arm`, else
+    (results made before it was recorded) the arm in `found` whose run of the same seed trained
+    exactly `budget_s`, else `DEFAULT_BUDGET_ARM`."""
+    return result.get("budget_arm") or next(
+        (
+            arm
+            for arm, runs in found.items()
+            for o in runs
+            if arm != REFERENCE_ARM
+            and o.get("seed") == result.get("seed")
+            and o.get("step_seconds") == result.get("budget_s")
+        ),
+        DEFAULT_BUDGET_ARM,
+    )
+
+
 def budget_arms(found: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """The RL arms whose step time the sft-equal results got as budget: each result's
-    `budget_arm`, else (results made before it was recorded) the arm whose run of the same seed
-    trained exactly `budget_s`, else `DEFAULT_BUDGET_ARM`."""
-    names = set()
-    for r in found.get(REFERENCE_ARM, []):
-        name = r.get("budget_arm") or next(
-            (
-                arm
-                for arm, runs in found.items()
-                for o in runs
-                if arm != REFERENCE_ARM
-                and o.get("seed") == r.get("seed")
-                and o.get("step_seconds") == r.get("budget_s")
-            ),
-            DEFAULT_BUDGET_ARM,
-        )
-        names.add(name)
-    return sorted(names) or [DEFAULT_BUDGET_ARM]
+    """The RL arms whose step time the sft-equal results in `found` got as budget (`budget_arm_of`)."""
+    return sorted({budget_arm_of(r, found) for r in found.get(REFERENCE_ARM, [])}) or [DEFAULT_BUDGET_ARM]
 
 
 def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str]) -> str:

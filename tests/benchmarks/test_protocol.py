@@ -226,3 +226,17 @@ def test_the_report_names_the_arm_that_gave_sft_equal_its_budget():
     found["sft-equal"] = [{"arm": "sft-equal", "seed": 1, "budget_s": 201.0}]
     assert budget_arms(found) == ["grpo"]
     assert budget_arms({"grpo": grpo}) == ["grpo"]
+
+
+def test_an_sft_equal_without_a_recorded_budget_arm_is_reused_under_the_arm_it_was_timed_against(tmp_path):
+    """Results made before `budget_arm` was recorded: the reuse check finds the arm as the report
+    does (the run of the same seed that trained exactly `budget_s`), not the default arm."""
+    run = tmp_path / "grpo-low-lr" / "seed_0"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"arm": "grpo-low-lr", "seed": 0, "step_seconds": 300.0}))
+    legacy = {"arm": "sft-equal", "seed": 0, "budget_s": 300.0}
+    protocol.check_budget_arm(legacy, "grpo-low-lr", tmp_path, {}, "sft-equal seed 0")
+    with pytest.raises(SystemExit, match="had the budget of grpo-low-lr .* not of --budget-arm grpo:"):
+        protocol.check_budget_arm(legacy, "grpo", tmp_path, {}, "sft-equal seed 0")
+    archived = {("grpo-low-lr", 0): {"arm": "grpo-low-lr", "seed": 0, "step_seconds": 300.0}}
+    protocol.check_budget_arm(legacy, "grpo-low-lr", tmp_path / "empty", archived, "sft-equal seed 0")
