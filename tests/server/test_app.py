@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from fastapi.testclient import TestClient
 
 import tests.server.toyenv  # noqa: F401 - registers the toy families
+from horizonrl.server import sessions
 from horizonrl.server.app import create_app
 from horizonrl.server.schemas import MAX_ACTION_BYTES
 
@@ -127,12 +129,20 @@ def test_session_cap_gives_429_until_one_closes(client: TestClient) -> None:
     assert 'horizonrl_sessions_rejected_total{family="srvtoy"} 2' in client.get("/metrics").text
 
 
-def test_idle_sessions_expire_after_the_ttl() -> None:
+def test_idle_sessions_expire_after_the_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The store's clock is the test's: a slow machine stalling between two requests must not
+    # count as idleness (a 0.3 s real-time stall once expired the session in use on CI).
+    now = [1000.0]
+    monkeypatch.setattr(
+        sessions, "time", SimpleNamespace(monotonic=lambda: now[0], perf_counter=time.perf_counter)
+    )
     with TestClient(create_app("srvtoy", idle_ttl=0.3)) as client:
         idle, busy = open_session(client), open_session(client)
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:  # keep one session in use
+        for _ in range(3):  # `busy` is used every 0.2 s of the store's clock, `idle` never
+            now[0] += 0.2
             assert client.post(f"/v1/sessions/{busy}/step", json={"action": "look"}).status_code == 200
+        deadline = time.monotonic() + 10.0  # the reaper wakes every 0.075 s of real time
+        while client.get("/healthz").json()["sessions"] > 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert_error(client.get(f"/v1/sessions/{idle}"), 404, "unknown_session", "expired after 0.3 s idle")
         assert client.get(f"/v1/sessions/{busy}").status_code == 200
