@@ -150,9 +150,11 @@ def test_worker_sessions_refuse_a_second_concurrent_step_with_409(serve) -> None
     env.reset("srvtoyproc_2", seed=3)
     url = f"{server.url}/v1/sessions/{env.session_id}/step"
     slow: list[httpx.Response] = []
-    thread = threading.Thread(target=lambda: slow.append(httpx.post(url, json={"action": "sleep 0.6"})))
+    thread = threading.Thread(target=lambda: slow.append(httpx.post(url, json={"action": "sleep 1.5"})))
     thread.start()
-    time.sleep(0.3)
+    # the server says the session is busy before the second call goes (a fixed 0.3 s wait could
+    # send it first on a loaded machine)
+    assert wait_until(lambda: listed(server.url)[env.session_id]["busy"])
     second = httpx.post(url, json={"action": "look"})
     thread.join()
     assert second.status_code == 409 and second.json()["error"]["code"] == "session_busy"
@@ -317,13 +319,15 @@ def test_closing_a_busy_session_is_accepted_and_done_when_its_call_returns(serve
 def test_the_reaper_skips_a_session_that_became_busy_during_its_round(serve) -> None:
     """A round of the reaper lists the idle sessions, then closes them one by one, each close
     awaiting its worker: one listed idle may be busy by the time the reaper reaches it."""
-    server = serve("srvtoyproc", idle_ttl=0.3)
+    # times with margins for a loaded CI machine: the client polls well within the 1 s TTL, and a
+    # step's reply reaches the test thread well before its session can be idle for 1 s again
+    server = serve("srvtoyproc", idle_ttl=1.0)
     blocker, slow, victim = (
         httpx.post(f"{server.url}/v1/sessions", json={"item_id": "srvtoyproc_1"}).json()["session_id"]
         for _ in range(3)
     )
-    for sid in (blocker, slow):  # closing these two keeps the reaper busy for 1 s each
-        httpx.post(f"{server.url}/v1/sessions/{sid}/step", json={"action": "slowclose 1.0"})
+    for sid in (blocker, slow):  # closing these two keeps the reaper busy for 2.5 s each
+        httpx.post(f"{server.url}/v1/sessions/{sid}/step", json={"action": "slowclose 2.5"})
 
     def touch(*sids: str) -> None:
         for sid in sids:
@@ -336,11 +340,11 @@ def test_the_reaper_skips_a_session_that_became_busy_during_its_round(serve) -> 
     assert wait_until(lambda: slow not in listed(server.url))
     replies: list[httpx.Response] = []
     url = f"{server.url}/v1/sessions/{victim}/step"
-    thread = threading.Thread(target=lambda: replies.append(httpx.post(url, json={"action": "sleep 2"})))
+    thread = threading.Thread(target=lambda: replies.append(httpx.post(url, json={"action": "sleep 4"})))
     thread.start()
     seen_during_step = []
     while thread.is_alive():
         seen_during_step.append(victim in listed(server.url))
         time.sleep(0.05)
     assert all(seen_during_step), "the reaper closed a session in the middle of its step"
-    assert replies[0].status_code == 200 and "you said sleep 2" in replies[0].text
+    assert replies[0].status_code == 200 and "you said sleep 4" in replies[0].text
