@@ -16,11 +16,12 @@ Each round:
    drop their KV caches, release their envs. No sleeping anywhere.
 
 Budgets, all enforced during the rollout: `max_tokens` per turn, lowered to what is left
-of `max_response_length` (tokens after the prompt, sampled + observation + template); an
-observation that would not fit ends the episode as truncated (`stop_reason`
-"max_response_length") before it is appended, so no trajectory exceeds the budget; and
-`max_turns` (truncated, "max_turns"). An env error or timeout marks the episode `failed`
-with the reason and the others carry on.
+of `max_response_length` (tokens after the prompt, sampled + observation + template) and of
+the backend's `context_limit` (the whole sequence: vllm's `max_model_len`); an observation
+that would not fit ends the episode as truncated (`stop_reason` "max_response_length" or
+"context_limit") before it is appended, so no trajectory exceeds the budget and no request
+overflows the model; and `max_turns` (truncated, "max_turns"). An env error or timeout marks
+the episode `failed` with the reason and the others carry on.
 
 The turn cap is counted here and only here: the engine's envs are not wrapped in
 `horizonrl.envs.wrappers.TurnLimit` (that wrapper caps code that steps a `TextEnv` itself,
@@ -29,8 +30,8 @@ parse. An env that truncates on its own before the cap ends the episode as "env_
 on the cap's turn the stop reason is "max_turns", whatever the env says.
 
 `stop_reason` in `Trajectory.meta`: "terminated" (the env ended the task), "env_truncated"
-(the env's own limit, e.g. BabyAI's step budget), "max_turns", "max_response_length", or
-"failed".
+(the env's own limit, e.g. BabyAI's step budget), "max_turns", "max_response_length",
+"context_limit", or "failed".
 
 One turn of one episode is `_request` (budget check, the request), the backend, `_take_result`
 (the sampled turn, the parse) and, given an action, `_step` and `_take_outcome`; everything
@@ -325,9 +326,9 @@ class RolloutEngine:
         if self.bounded:
             ep.conv.bound(cfg.context_max_turns_kept, cfg.context_max_tokens)
         close = len(self.fmt.close_ids) if self.fmt else 0
-        budget = self.config.max_response_length - ep.conv.response_length - close
+        budget, reason = self._room(ep, close)
         if self.backend.token_level and budget < 1:
-            ep.finish("max_response_length", truncated=True)
+            ep.finish(reason, truncated=True)
             return None
         return GenerationRequest(
             token_ids=list(ep.conv.token_ids),
@@ -407,10 +408,24 @@ class RolloutEngine:
         ids = self.fmt.observation_ids(observation) if self.fmt else None
         if ids is not None:
             close = len(self.fmt.close_ids) if self.fmt else 0
-            if ep.conv.response_length + len(ids) + close + 1 > self.config.max_response_length:
-                ep.finish("max_response_length", truncated=True)
+            room, reason = self._room(ep, close)
+            if len(ids) + 1 > room:
+                ep.finish(reason, truncated=True)
                 return
         ep.conv.add_observation(observation, ids)
+
+    def _room(self, ep: Episode, close: int) -> tuple[int, str]:
+        """Tokens the episode's context may still grow by (keeping `close` for the template's end
+        of turn), and the stop reason of the budget that binds: `max_response_length` (tokens after
+        the prompt) or the backend's `context_limit` (the whole sequence)."""
+        assert ep.conv is not None
+        room = self.config.max_response_length - ep.conv.response_length - close
+        limit = self.backend.context_limit
+        if limit is not None and self.backend.token_level:
+            in_context = limit - len(ep.conv.token_ids) - close
+            if in_context < room:
+                return in_context, "context_limit"
+        return room, "max_response_length"
 
     async def _finish_done(self, episodes: Sequence[Episode]) -> None:
         """Write finished episodes' trajectories, drop their caches, give their envs back."""

@@ -80,12 +80,15 @@ class CountingEnv:
 
 
 def run_past_response_budget(
-    tok: Any, make_engine: Callable[..., Any], budget: int
+    tok: Any, make_engine: Callable[..., Any], budget: int, *, context_limit: int | None = None
 ) -> tuple[ScriptedBackend, list]:
     """Two toy episodes through `make_engine(backend, **cfg)` whose long replies (and 40-word
-    observations) run past `max_response_length=budget` well before the 20-turn cap."""
+    observations) run past `max_response_length=budget` well before the 20-turn cap; with
+    `context_limit`, a backend that holds at most that many tokens per sequence (as vllm's
+    `max_model_len`), which then binds before `budget`."""
     long_reply = "Thought: " + "very " * 30 + "\nAction: look"
     backend = ScriptedBackend(tok, lambda req: long_reply)
+    backend.context_limit = context_limit
     trajs = make_engine(
         backend,
         make_env=lambda: CountingEnv(obs_words=40),

@@ -143,6 +143,11 @@ def test_budgets_caps_groups_and_batch_size_hold(tok):
         assert t.truncated and t.meta["stop_reason"] == "max_response_length" and t.num_turns < 20
         check_trajectory(t, tok, max_response_length=budget)
     assert min(r.max_tokens or 64 for r in backend.requests) < 64
+    # the backend's context limit binds the same way (vllm's max_model_len)
+    backend, trajs = run_past_response_budget(tok, _async, 10_000, context_limit=260)
+    for t in trajs:
+        assert not t.failed and t.meta["stop_reason"] == "context_limit" and len(t.token_ids) <= 260
+    assert all(len(r.token_ids) + r.max_tokens <= 260 for r in backend.requests)
 
     live, most = set(), [0]
 

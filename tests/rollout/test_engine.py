@@ -111,6 +111,21 @@ def test_response_budget_is_enforced_during_the_rollout(tok):
     assert min(r.max_tokens or 64 for r in backend.requests) < 64
 
 
+def test_the_backends_context_limit_truncates_the_episode_instead_of_failing_it(tok):
+    """vllm refuses a prompt longer than its `max_model_len` ("model error", a failed episode):
+    the engine keeps every request within the backend's `context_limit` and ends the episode as
+    truncated when the next observation would not fit."""
+    limit = 260
+    backend, trajs = run_past_response_budget(tok, _engine, 10_000, context_limit=limit)
+    for t in trajs:
+        assert not t.failed and t.truncated and t.meta["stop_reason"] == "context_limit"
+        assert 1 < t.num_turns < 20
+        assert len(t.token_ids) <= limit
+        check_trajectory(t, tok)
+    assert all(len(r.token_ids) + r.max_tokens <= limit for r in backend.requests)
+    assert min(r.max_tokens or 64 for r in backend.requests) < 64
+
+
 def test_groups_share_a_seed_and_caps_per_item(tok):
     backend = ScriptedBackend(tok, lambda req: "Thought: hm.\nAction: look")
     engine = _engine(backend, max_turns=4, batch_size=4)

@@ -19,10 +19,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from horizonrl.agent.prompts import FamilyPrompt
 from horizonrl.models import load_model, load_tokenizer
 from horizonrl.rollout.backends.base import GenerationRequest, SamplingParams, make_backend
 from horizonrl.rollout.backends.hf import HFBackend
 from horizonrl.rollout.backends.vllm import VLLMBackend, default_python
+from horizonrl.rollout.engine import EngineConfig, RolloutEngine
+from horizonrl.rollout.envpool import LocalEnvPool
+from tests.rollout.helpers import CountingEnv
 
 try:
     VLLM_PYTHON: str | None = default_python()
@@ -200,6 +204,21 @@ def test_a_request_over_the_context_limit_fails_alone(engine, hf):
     )
     assert results[0].error and "maximum context length" in results[0].error
     assert results[1].error is None and results[1].token_ids
+
+
+@needs_vllm
+def test_an_episode_that_outgrows_max_model_len_ends_truncated_not_failed(engine, hf):
+    """The backend reads vLLM's `max_model_len` from its worker (`context_limit`) and the rollout
+    keeps every request within it: past it an episode ends as truncated, where a request over it
+    would fail the episode with vLLM's error (the test above)."""
+    assert engine.context_limit == 1024
+    envs = LocalEnvPool("toy", make_env=lambda: CountingEnv(obs_words=120))
+    config = EngineConfig(max_turns=40, max_tokens=48, temperature=0.0, progress=False)
+    prompt = FamilyPrompt(family="toy", instruction="Look around until told to win.")
+    [traj] = RolloutEngine(engine, envs, config, prompt=prompt).run(["toy_0"])
+    assert not traj.failed, traj.fail_reason
+    assert traj.truncated and traj.meta["stop_reason"] == "context_limit"
+    assert 1 < traj.num_turns < 40 and len(traj.token_ids) <= 1024
 
 
 @needs_vllm

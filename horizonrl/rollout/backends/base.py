@@ -149,6 +149,10 @@ class PolicyBackend(ABC):
     """True: requests carry token ids and results carry sampled ids + logprobs."""
     tokenizer: Any = None
     """The HF tokenizer whose chat template renders the conversation (token-level backends)."""
+    context_limit: int | None = None
+    """Most tokens one sequence (context + sampled) may hold, where the engine refuses longer ones
+    (vllm: its `max_model_len`); None: no such limit. The rollout ends an episode that would pass
+    it as truncated (stop reason "context_limit") instead of sending a request that fails."""
 
     def __init__(self) -> None:
         self.stats = BackendStats()

@@ -165,6 +165,7 @@ class VLLMBackend(PolicyBackend):
         self.log_path = self._workdir / "worker.log"
         self.devices = devices
         self.info = self._start(engine, kv_cache_gb, start_timeout_s)
+        self.context_limit = self.info.get("max_model_len")
         atexit.register(_close_at_exit, weakref.ref(self))
 
     # ----------------------------------------------------------------- process and channel

@@ -126,6 +126,7 @@ class Worker:
             "start_s": time.perf_counter() - begin,
             "device": "cuda" if self.on_cuda else str(current_platform.device_type),
             "pid": os.getpid(),
+            "max_model_len": int(self.llm.llm_engine.model_config.max_model_len),
         }
 
     def add(self, msg: dict[str, Any]) -> None:
