@@ -325,8 +325,7 @@ class RolloutEngine:
         cfg = self.config
         if self.bounded:
             ep.conv.bound(cfg.context_max_turns_kept, cfg.context_max_tokens)
-        close = len(self.fmt.close_ids) if self.fmt else 0
-        budget, reason = self._room(ep, close)
+        budget, reason = self._room(ep)
         if self.backend.token_level and budget < 1:
             ep.finish(reason, truncated=True)
             return None
@@ -407,18 +406,18 @@ class RolloutEngine:
             return
         ids = self.fmt.observation_ids(observation) if self.fmt else None
         if ids is not None:
-            close = len(self.fmt.close_ids) if self.fmt else 0
-            room, reason = self._room(ep, close)
+            room, reason = self._room(ep)
             if len(ids) + 1 > room:
                 ep.finish(reason, truncated=True)
                 return
         ep.conv.add_observation(observation, ids)
 
-    def _room(self, ep: Episode, close: int) -> tuple[int, str]:
-        """Tokens the episode's context may still grow by (keeping `close` for the template's end
-        of turn), and the stop reason of the budget that binds: `max_response_length` (tokens after
+    def _room(self, ep: Episode) -> tuple[int, str]:
+        """Tokens the episode's context may still grow by (keeping room for the template's end of
+        turn), and the stop reason of the budget that binds: `max_response_length` (tokens after
         the prompt) or the backend's `context_limit` (the whole sequence)."""
         assert ep.conv is not None
+        close = len(self.fmt.close_ids) if self.fmt else 0
         room = self.config.max_response_length - ep.conv.response_length - close
         limit = self.backend.context_limit
         if limit is not None and self.backend.token_level:
