@@ -207,7 +207,7 @@ def test_a_request_over_the_context_limit_fails_alone(engine, hf):
 
 
 @needs_vllm
-def test_an_episode_that_outgrows_max_model_len_ends_truncated_not_failed(engine, hf):
+def test_an_episode_that_outgrows_max_model_len_ends_truncated_not_failed(engine):
     """The backend reads vLLM's `max_model_len` from its worker (`context_limit`) and the rollout
     keeps every request within it: past it an episode ends as truncated, where a request over it
     would fail the episode with vLLM's error (the test above)."""
