@@ -153,6 +153,12 @@ ARMS = {
             "GRPO at lr 5e-6, a fixed cap of 5 turns (the eval's: depth-2 items fit from step 1)",
         ),
         Arm(
+            "grpo-low-lr-n8-cap5",
+            "rl",
+            ("trainer.lr=5.0e-6", "rollout.n=8", "schedule.type=fixed", "schedule.rounds=[5]"),
+            "GRPO at lr 5e-6, groups of 8, the eval's fixed cap of 5 (twice the samples of grpo-low-lr-cap5)",
+        ),
+        Arm(
             "grpo-dynamic",
             "rl",
             (
