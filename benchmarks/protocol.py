@@ -159,6 +159,18 @@ ARMS = {
             "GRPO at lr 5e-6, groups of 8, the eval's fixed cap of 5 (twice the samples of grpo-low-lr-cap5)",
         ),
         Arm(
+            "grpo-low-lr-cap5-penalty",
+            "rl",
+            (
+                "trainer.lr=5.0e-6",
+                "schedule.type=fixed",
+                "schedule.rounds=[5]",
+                "algorithm.invalid_action_penalty=0.1",
+            ),
+            "GRPO at lr 5e-6, the eval's fixed cap of 5, invalid-action penalty 0.1 (a group of failures still differs)",
+            "algorithm.invalid_action_penalty (issue 18)",
+        ),
+        Arm(
             "grpo-dynamic",
             "rl",
             (
