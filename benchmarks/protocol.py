@@ -668,9 +668,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list_arms:
+        width = max(map(len, ARMS))
         for arm in ARMS.values():
             extra = " ".join(arm_overrides(arm, args.caps, args.steps))
-            print(f"{arm.name:14} {arm.kind:5} {arm.label}: {extra}")
+            print(f"{arm.name:{width}} {arm.kind:5} {arm.label}: {extra}")
         return 0
     if args.report_only:
         write_report(Path(args.out), args, list(ARMS))

@@ -107,6 +107,15 @@ def test_every_registered_arm_loads_as_the_protocol_runs_it(tmp_path):
                 assert str(node).lower() == value.lower() or float(node) == float(value), (name, o)
 
 
+def test_list_arms_prints_one_aligned_row_per_arm(capsys):
+    """`--list-arms` is how a user picks arms: the kind column lines up however long a name is."""
+    assert protocol.main(["--list-arms"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert [r.split()[0] for r in rows] == list(protocol.ARMS)
+    kind_at = {re.search(r" (eval|sft|rl) ", r).start() for r in rows}
+    assert len(kind_at) == 1, kind_at
+
+
 def test_the_gpu_script_names_only_registered_arms():
     """benchmarks/gpu_protocol.sh runs only on a lent GPU, whose minutes are few: an arm it names
     by default that the protocol does not know would be found there, after the install and SFT."""
