@@ -167,7 +167,8 @@ ARMS = {
                 "schedule.rounds=[5]",
                 "algorithm.invalid_action_penalty=0.1",
             ),
-            "GRPO at lr 5e-6, the eval's fixed cap of 5, invalid-action penalty 0.1 (a group of failures still differs)",
+            "GRPO at lr 5e-6, the eval's fixed cap of 5, invalid-action penalty 0.1"
+            " (a group of failures still differs)",
             "algorithm.invalid_action_penalty (issue 18)",
         ),
         Arm(
