@@ -1,7 +1,7 @@
 # Sourced by the prepared GPU scripts (gpu_check.sh, gpu_protocol.sh) after they set $OUT: creates it,
 # sets the offline environment, empties $OUT/status.txt and defines `step`.
 mkdir -p "$OUT"
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD"
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 : > "$OUT/status.txt"
 step() {  # step NAME COMMAND...: run, log to $OUT/NAME.log, record the exit status
   local name=$1; shift

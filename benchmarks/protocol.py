@@ -38,8 +38,10 @@ and the difference to the equal-compute baseline with its paired interval. Writt
 Layout and resuming: each arm x seed is a training run in `<out>/<arm>/seed_<s>/` (the `sft` arm in
 `<out>/sft/`) with a `result.json` once its eval is done; a rerun skips every arm x seed that has
 one, so the protocol can run in pieces (`--arms`, `--seeds`) and on another machine (copy `<out>`).
-An interrupted arm x seed starts over (only the final checkpoint is saved, `trainer.save_every=0`);
-its optimizer state is deleted once its result is written (`--keep-optimizer` keeps it).
+`--rl-seconds S` time-boxes the RL arms (`trainer.max_seconds`: each stops at `--steps` or once its
+steps took S seconds; sft-equal still gets the seconds they took). An interrupted arm x seed
+starts over (only the final checkpoint is saved, `trainer.save_every=0`); its optimizer state is
+deleted once its result is written (`--keep-optimizer` keeps it).
 With `--results NAME` the results are also archived in `benchmarks/results/NAME.runs.json`
 (committed; `protocol_report`): a rerun under that NAME, on a fresh checkout with no run folders,
 skips the archived arm x seeds, takes sft-equal's budget from them, and reports them with the new
@@ -558,6 +560,8 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
             f"trainer.seed={seed or 0}",
             f"trainer.output_dir={run}",
         ]
+        if arm.kind == "rl" and args.rl_seconds:
+            overrides.append(f"trainer.max_seconds={args.rl_seconds:g}")
         if arm.kind == "sft":
             sft = sft_run_overrides(load(args.config, base, arm.name), demos)
             overrides = [*overrides, *sft, "trainer.total_steps=1000000", "sft.max_seconds=1"]
@@ -632,6 +636,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--arms", default="sft,grpo,sft-equal")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--steps", type=int, default=6, help="RL steps per arm")
+    p.add_argument(
+        "--rl-seconds",
+        type=float,
+        default=None,
+        help="also stop each RL run once its steps took this many seconds (trainer.max_seconds)",
+    )
     p.add_argument("--caps", default="3,6,10", help="turn caps of the cap arms")
     p.add_argument("--eval-limit", type=int, default=None, help="eval items per family (default: all)")
     p.add_argument("--eval-every", type=int, default=0, help="also eval every N RL steps (curves)")
@@ -663,6 +673,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.arms.insert(args.arms.index("sft-equal"), args.budget_arm)
     if not args.seeds or args.steps < 1:
         p.error("--seeds needs at least one seed and --steps must be >= 1")
+    if args.rl_seconds is not None and args.rl_seconds <= 0:
+        p.error("--rl-seconds must be > 0")
     return args
 
 

@@ -478,6 +478,11 @@ CURRICULUM_TYPES = ("stepwise", "adaptive", "mixed")
 class TrainerConfig:
     total_steps: int = 100
     """Training steps (one rollout batch and its update each)."""
+    max_seconds: float | None = None
+    """Stop once the training steps took this many seconds in all (their own time, as `time/step`
+    logs it: no model load, checkpoint or eval; counted across resumes), or at `total_steps`,
+    whichever comes first; the run then saves and runs its final eval as at `total_steps`. None:
+    steps only. A time-boxed run (`benchmarks/gpu_protocol_short.sh`: RL for a share of a lease)."""
     output_dir: str = "runs/default"
     """Run directory: config.yaml, metrics.jsonl, TensorBoard events, trajectories, checkpoints."""
     resume: str = "auto"
@@ -518,6 +523,10 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         _check(self.total_steps >= 1, "trainer.total_steps must be >= 1")
+        _check(
+            self.max_seconds is None or self.max_seconds > 0,
+            f"trainer.max_seconds must be > 0 when set, got {self.max_seconds}",
+        )
         _check(self.micro_batch_size >= 1 and self.mini_batches >= 1, "micro_batch_size/mini_batches >= 1")
         _one_of("trainer.lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _check(self.resume in ("auto", "never") or bool(self.resume), "trainer.resume: auto, never or a path")
@@ -630,10 +639,9 @@ class SFTConfig:
     eval_before: bool = False
     """Evaluate the initial model before the first step (`<run>/eval/initial`)."""
     max_seconds: float | None = None
-    """SFT / DPO runs: stop once the training steps took this many seconds in all (the steps' own
-    time, as `time/step` logs it: no model load, checkpoint or eval; counted across resumes), or at
-    `trainer.total_steps`, whichever comes first. None: steps only. The equal-compute baseline of
-    `benchmarks/protocol.py` (SFT for the wall time of an RL phase)."""
+    """SFT / DPO runs: stop once the training steps took this many seconds in all, as
+    `trainer.max_seconds` (the smaller of the two counts when both are set). None: steps only. The
+    equal-compute baseline of `benchmarks/protocol.py` (SFT for the wall time of an RL phase)."""
 
     def __post_init__(self) -> None:
         _check(self.warmup_steps >= 0, "sft.warmup_steps must be >= 0")

@@ -89,6 +89,11 @@ class AgentEvolTrainer(SupervisedRun):
     def __init__(
         self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
     ) -> None:
+        if cfg.trainer.max_seconds is not None or cfg.sft.max_seconds is not None:
+            raise ValueError(
+                "AgentEvol runs by iterations (agentevol.iterations x its phases' steps): "
+                "trainer.max_seconds and sft.max_seconds do not apply to it; unset them"
+            )
         super().__init__(cfg, rollout=rollout, env_urls=env_urls)
         d, a = cfg.data, cfg.agentevol
         self.families = list(d.families)

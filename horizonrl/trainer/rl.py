@@ -84,10 +84,11 @@ class RLTrainer(TrainingRun):
 
     # --- the loop ------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
-        """Train until `trainer.total_steps`; returns the last step's metrics."""
+        """Train until `trainer.total_steps` or until the steps used up `trainer.max_seconds`;
+        returns the last step's metrics."""
         cfg, metrics = self.cfg, {}
         producer = self.producer()
-        while self.step < cfg.trainer.total_steps:
+        while self.step < cfg.trainer.total_steps and not self.out_of_time():
             timer = PhaseTimer()
             with timer("step"):
                 with timer("weight_sync"):
@@ -105,6 +106,7 @@ class RLTrainer(TrainingRun):
                     if batch is None:
                         self.learner.skip_update()
             self.step += 1
+            self.trained_seconds += timer.seconds["step"]
             plan_stats = self.plan_stats.pop(self.step - 1, {})
             stats = {**plan_stats, **sync_stats, **rollout_stats, **select_stats, **adv_stats, **update_stats}
             stats["update/skipped"] = float(batch is None)
@@ -115,11 +117,13 @@ class RLTrainer(TrainingRun):
             if metrics["failed/frac"] < 1:  # an env outage says nothing about the policy
                 self.update_schedules(self.step - 1, metrics["success/mean"])  # over played episodes
             self.check_health(trajectories, update_stats)
-            if self.due(cfg.trainer.save_every) or self.step == cfg.trainer.total_steps:
+            last = self.step == cfg.trainer.total_steps or self.out_of_time()
+            if self.due(cfg.trainer.save_every) or last:
                 self.save()
             if self.due(cfg.eval.every):  # on the validation items with data.val_fraction: keeps the best
                 metrics |= self.evaluate(f"eval/step_{self.step}", validation=cfg.data.val_fraction > 0)
         producer.close()
+        self.say_out_of_time()
         if cfg.eval.at_end:
             metrics |= self.evaluate("eval/final")
         self.monitor.close()
@@ -312,7 +316,11 @@ class RLTrainer(TrainingRun):
 
     # --- checkpoints ---------------------------------------------------------------------
     def trainer_state(self) -> dict[str, Any]:
-        state = {"schedule": self.schedule.state_dict(), "data": self.sampler.state_dict()}
+        state: dict[str, Any] = {
+            "schedule": self.schedule.state_dict(),
+            "data": self.sampler.state_dict(),
+            "seconds": self.trained_seconds,
+        }
         if self.token_schedule is not None:
             state["token_schedule"] = self.token_schedule.state_dict()
         return state
@@ -320,6 +328,9 @@ class RLTrainer(TrainingRun):
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         self.schedule.load_state_dict(state["schedule"])
         self.sampler.load_state_dict(state["data"])
+        self.trained_seconds = float(
+            state.get("seconds", 0.0)
+        )  # checkpoints before trainer.max_seconds lack it
         if self.token_schedule is not None:
             if "token_schedule" not in state:
                 raise ValueError(

@@ -249,6 +249,31 @@ class TrainingRun:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # --- the time budget ------------------------------------------------------------------
+    trained_seconds: float = 0.0
+    """Seconds the training steps took so far (across resumes: subclasses save it in their trainer
+    state), for `time_budget`."""
+
+    def time_budget(self) -> float | None:
+        """Seconds of training steps the run may take (None: steps only): `trainer.max_seconds`."""
+        return self.cfg.trainer.max_seconds
+
+    def out_of_time(self) -> bool:
+        """The steps have used up `time_budget()`: one more step, at the mean step time so far, would
+        end further past the budget than stopping now ends short of it (the first step always runs)."""
+        budget = self.time_budget()
+        if budget is None or self.step == 0:
+            return False
+        mean_step = self.trained_seconds / self.step
+        return self.trained_seconds + mean_step / 2 >= budget
+
+    def say_out_of_time(self) -> None:
+        """After the loop: name the budget when it, not `trainer.total_steps`, ended the steps."""
+        if self.step < self.cfg.trainer.total_steps and self.out_of_time():
+            self.say(
+                f"the time budget of {self.time_budget():g} s of steps is used up after {self.step} steps"
+            )
+
     # --- state of the subclass, saved with every checkpoint -------------------------------
     def trainer_state(self) -> dict[str, Any]:
         return {}

@@ -147,8 +147,6 @@ class SupervisedRun(TrainingRun):
     kind = "sft"
     sampler: ItemSampler | None = None
     """The step batches' cursor (SFT examples, DPO pairs), saved with every checkpoint."""
-    trained_seconds: float = 0.0
-    """Seconds the training steps took so far (across resumes), for `sft.max_seconds`."""
 
     def __init__(
         self, cfg: Config, *, rollout: Rollout | None = None, env_urls: dict[str, str] | None = None
@@ -167,21 +165,16 @@ class SupervisedRun(TrainingRun):
             self.sampler.load_state_dict(state["data"])
         self.trained_seconds = float(state.get("seconds", 0.0))
 
-    def out_of_time(self) -> bool:
-        """`sft.max_seconds` is set and the steps have used it up: one more step, at the mean step
-        time so far, would end further past the budget than stopping now ends short of it (the
-        first step always runs)."""
-        budget = self.cfg.sft.max_seconds
-        if budget is None or self.step == 0:
-            return False
-        mean_step = self.trained_seconds / self.step
-        return self.trained_seconds + mean_step / 2 >= budget
+    def time_budget(self) -> float | None:
+        """The smaller of `sft.max_seconds` and `trainer.max_seconds` (None: steps only)."""
+        budgets = [b for b in (self.cfg.sft.max_seconds, self.cfg.trainer.max_seconds) if b is not None]
+        return min(budgets) if budgets else None
 
     # --- the loop ------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
         """Eval the initial model (`sft.eval_before`), `train_step()` up to `trainer.total_steps`
         (checkpoints every `trainer.save_every` and at the end) or until the steps used up
-        `sft.max_seconds`, then the final greedy eval."""
+        `time_budget()`, then the final greedy eval."""
         cfg = self.cfg
         metrics: dict[str, float] = {}
         total = cfg.trainer.total_steps
@@ -203,8 +196,7 @@ class SupervisedRun(TrainingRun):
             self.say(f"step {self.step}/{total} | {self.step_line(metrics)} | {seconds:.1f} s")
             if self.due(cfg.trainer.save_every) or self.step == total:
                 self.save()
-        if self.out_of_time() and self.step < total:
-            self.say(f"sft.max_seconds={self.cfg.sft.max_seconds:g} used up after {self.step} steps")
+        self.say_out_of_time()
         if not (self.run_dir / "checkpoints" / f"step_{self.step}").exists():
             self.save()  # e.g. resumed from a checkpoint of another run: final_model_dir() must exist
         if cfg.eval.at_end and (trained or not (self.run_dir / "eval/final/report.json").exists()):

@@ -54,6 +54,21 @@ def test_one_arm_two_seeds_tables_plots_and_resumes(tmp_path, capsys):
     assert (out / "grpo" / "seed_0" / "result.json").stat().st_mtime == mtime
 
 
+def test_rl_seconds_time_boxes_the_rl_arms(tmp_path):
+    """`--rl-seconds` stops each RL run once its steps took that long (here the first step does):
+    the result counts the steps it made, and the setting is part of the run's settings."""
+    out = tmp_path / "protocol"
+    argv = ["--sft-model", "tiny", "--families", "textcraft", "--arms", "grpo", "--seeds", "0"]
+    argv += ["--steps", "3", "--rl-seconds", "1e-6", "--eval-limit", "1", "--out", str(out), *TINY]
+    assert protocol.main(argv) == 0
+    result = json.loads((out / "grpo" / "seed_0" / "result.json").read_text())
+    assert result["steps"] == 1 and "trainer.max_seconds=1e-06" in result["overrides"]
+    with pytest.raises(SystemExit, match=r"trainer.max_seconds: 1e-06 -> \(unset\)"):
+        protocol.main([a for a in argv if a not in ("--rl-seconds", "1e-6")])
+    with pytest.raises(SystemExit):
+        protocol.parse_args(["--rl-seconds", "0"])
+
+
 def test_an_arm_whose_feature_is_missing_stops_before_any_run(tmp_path):
     arm = protocol.Arm("x", "rl", ("algorithm.adv_estimator=no_such",), "x", "the estimator no_such")
     with pytest.raises(SystemExit, match="arm 'x' does not load; it needs the estimator no_such"):
@@ -116,12 +131,15 @@ def test_list_arms_prints_one_aligned_row_per_arm(capsys):
     assert len(kind_at) == 1, kind_at
 
 
-def test_the_gpu_script_names_only_registered_arms():
-    """benchmarks/gpu_protocol.sh runs only on a lent GPU, whose minutes are few: an arm it names
-    by default that the protocol does not know would be found there, after the install and SFT."""
+def test_the_gpu_scripts_name_only_registered_arms():
+    """benchmarks/gpu_protocol.sh (and its short-lease variant) runs only on a lent GPU, whose minutes
+    are few: an arm it names by default that the protocol does not know would be found there, after
+    the install and SFT."""
     script = Path(__file__).parents[2] / "benchmarks" / "gpu_protocol.sh"
     defaults = dict(re.findall(r'^(ARMS|FEATURE_ARMS)="\$\{\1:-([^}]*)\}"', script.read_text(), re.M))
-    assert set(defaults) == {"ARMS", "FEATURE_ARMS"}
+    short = Path(__file__).parents[2] / "benchmarks" / "gpu_protocol_short.sh"
+    defaults |= dict(re.findall(r'^(ARM)="\$\{\1:-([^}]*)\}"', short.read_text(), re.M))
+    assert set(defaults) == {"ARMS", "FEATURE_ARMS", "ARM"}
     for names in defaults.values():
         unknown = [a for a in names.split(",") if a not in protocol.ARMS]
         assert not unknown, unknown

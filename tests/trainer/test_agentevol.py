@@ -84,6 +84,9 @@ def test_bad_values_are_refused():
             load_config("configs/agentevol.yaml", [f"agentevol.{key}={value}"])
     with pytest.raises(ConfigError, match="order=explore_first"):
         load_config("configs/agentevol.yaml", ["agentevol.bc_steps=0"])
+    timed = load_config("configs/agentevol.yaml", ["trainer.max_seconds=60"])
+    with pytest.raises(ValueError, match="trainer.max_seconds and sft.max_seconds do not apply"):
+        AgentEvolTrainer(timed)
 
 
 def test_imitate_first_needs_seed_demos(tmp_path):

@@ -104,3 +104,24 @@ def test_model_of_run_falls_back_to_the_last_checkpoint(tmp_path):
     path, note = model_of_run(tmp_path)
     assert path == tmp_path / "checkpoints" / "step_10" / "model"
     assert "no best checkpoint" in note and "step 10" in note
+
+
+def test_max_seconds_ends_an_rl_run_early_saved_and_a_resume_gets_no_fresh_budget(tmp_path, scripted_rollout):
+    run = tmp_path / "timed"
+    timed = ["trainer.total_steps=5", "trainer.save_every=0", "trainer.max_seconds=1e-6"]
+    RLTrainer(scripted_rl_config(run, *timed), rollout=scripted_rollout).fit()  # step 1 uses it up
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "time/step" in r] == [1]
+    state = json.loads((run / "checkpoints" / "step_1" / "trainer_state.json").read_text())
+    assert state["seconds"] == pytest.approx(rows[0]["time/step"])  # saved although not due
+    resumed = RLTrainer(scripted_rl_config(run, *timed), rollout=scripted_rollout)
+    assert resumed.step == 1 and resumed.trained_seconds == pytest.approx(state["seconds"])
+    resumed.fit()  # the budget is spent: no further step
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == len(rows)
+    untimed = RLTrainer(
+        scripted_rl_config(tmp_path / "untimed", "trainer.total_steps=2"), rollout=scripted_rollout
+    )
+    untimed.fit()
+    assert untimed.step == 2
+    with pytest.raises(ConfigError, match="trainer.max_seconds must be > 0"):
+        load_config(None, ["trainer.max_seconds=0"])

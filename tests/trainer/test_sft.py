@@ -265,5 +265,9 @@ def test_max_seconds_stops_the_steps_and_a_resume_gets_no_fresh_budget(tmp_path)
     assert state["seconds"] == pytest.approx(metric_rows(run)[0]["time/step"])
     SFTTrainer(cfg).fit()  # resumed: the budget is spent, so no further step
     assert [r["step"] for r in metric_rows(run)] == [1]
+    both = replace(
+        cfg, sft=replace(cfg.sft, max_seconds=100.0), trainer=replace(cfg.trainer, max_seconds=1e-6)
+    )
+    assert SFTTrainer(both).time_budget() == 1e-6  # the smaller of sft.max_seconds and trainer.max_seconds
     with pytest.raises(ValueError, match="sft.max_seconds must be > 0"):
         load_config("configs/sft.yaml", ["sft.max_seconds=0"])
