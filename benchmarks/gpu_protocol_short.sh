@@ -6,8 +6,8 @@
 # arm is time-boxed (`--rl-seconds`, at most STEPS steps) to half of what the SFT phase leaves before
 # DEADLINE_S, less the runs' load and eval time, so that each seed's sft-equal (which gets the seconds
 # its RL run took) ends before it too; runs not finished by the deadline are stopped, and what
-# finished is reported. The full-size script is benchmarks/gpu_protocol.sh (more steps, seeds and
-# arms; it installs first).
+# finished is reported; rerunning the script with the same $RUN goes on from the finished runs.
+# The full-size script is benchmarks/gpu_protocol.sh (more steps, seeds and arms; it installs first).
 #
 #   OUT=/some/dir bash benchmarks/gpu_protocol_short.sh      # DEADLINE_S=540 SEEDS=0,1,2 ARM=grpo
 #   SFT_STEPS=400 RESULTS=learning_protocol_gpu_short_sft400 OUT=... bash benchmarks/gpu_protocol_short.sh
@@ -58,8 +58,15 @@ COMMON=(--families textcraft --sft-steps "$SFT_STEPS" --steps "$STEPS" --out "$R
 step sft timeout "$(left 60)" python3 benchmarks/protocol.py "${COMMON[@]}" --arms sft \
   "${SETTINGS[@]}" "${EXTRA_OVERRIDES[@]}"
 # 2. each seed: $ARM, then sft-equal for the seconds $ARM's steps took; the seeds in parallel
-RL_SECONDS=$(( ($(left 30) - OVERHEAD_S) / 2 ))
-RL_SECONDS=$(( RL_SECONDS > 20 ? RL_SECONDS : 20 ))
+# (kept in $RUN/rl_seconds: a rerun in the same $RUN, e.g. after the deadline stopped the sft-equal
+# runs, reuses the finished runs, which the protocol only does under the same --rl-seconds)
+if [ -s "$RUN/rl_seconds" ]; then
+  RL_SECONDS=$(cat "$RUN/rl_seconds")
+else
+  RL_SECONDS=$(( ($(left 30) - OVERHEAD_S) / 2 ))
+  RL_SECONDS=$(( RL_SECONDS > 20 ? RL_SECONDS : 20 ))
+  echo "$RL_SECONDS" > "$RUN/rl_seconds"
+fi
 echo "rl_seconds=$RL_SECONDS" | tee -a "$OUT/status.txt"
 pids=()
 for s in ${SEEDS//,/ }; do
