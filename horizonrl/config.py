@@ -482,7 +482,8 @@ class TrainerConfig:
     """Stop once the training steps took this many seconds in all (their own time, as `time/step`
     logs it: no model load, checkpoint or eval; counted across resumes), or at `total_steps`,
     whichever comes first; the run then saves and runs its final eval as at `total_steps`. None:
-    steps only. A time-boxed run (`benchmarks/gpu_protocol_short.sh`: RL for a share of a lease)."""
+    steps only. In a warm start (`sft.warmup_steps > 0`) it is the RL phase's budget. A time-boxed
+    run (`benchmarks/gpu_protocol_short.sh`: RL for a share of a lease)."""
     output_dir: str = "runs/default"
     """Run directory: config.yaml, metrics.jsonl, TensorBoard events, trajectories, checkpoints."""
     resume: str = "auto"

@@ -262,6 +262,7 @@ def sft_phase(cfg: Config, env_urls: dict[str, str]) -> tuple[Path, EngineRollou
             t,
             output_dir=str(out / "sft"),
             total_steps=cfg.sft.warmup_steps,
+            max_seconds=None,  # the RL phase's budget; this phase has sft.warmup_steps (and sft.max_seconds)
             lr=cfg.sft.lr or t.lr,
             save_every=0,
         ),
@@ -276,15 +277,16 @@ def sft_phase(cfg: Config, env_urls: dict[str, str]) -> tuple[Path, EngineRollou
 
 def write_summary(cfg: Config) -> None:
     """`<output_dir>/summary.md`: the warm start's evals (zero-shot, after SFT, after SFT + RL)."""
-    out, t = Path(cfg.trainer.output_dir), cfg.trainer
+    out = Path(cfg.trainer.output_dir)
+    rl_report = out / "rl" / "eval" / "final" / "report.json"
+    steps = cfg.trainer.total_steps  # fewer when trainer.max_seconds ended the RL phase first
+    if rl_report.exists():
+        steps = json.loads(rl_report.read_text()).get("step", steps)
     table = summary_table(
         [
             ("zero-shot", out / "sft" / "eval" / "initial" / "report.json"),
             (f"after SFT ({cfg.sft.warmup_steps} steps)", out / "sft" / "eval" / "final" / "report.json"),
-            (
-                f"after SFT + {cfg.algorithm.name} ({t.total_steps} steps)",
-                out / "rl" / "eval" / "final" / "report.json",
-            ),
+            (f"after SFT + {cfg.algorithm.name} ({steps} steps)", rl_report),
         ]
     )
     (out / "summary.md").write_text(table + "\n")

@@ -328,9 +328,8 @@ class RLTrainer(TrainingRun):
     def load_trainer_state(self, state: dict[str, Any]) -> None:
         self.schedule.load_state_dict(state["schedule"])
         self.sampler.load_state_dict(state["data"])
-        self.trained_seconds = float(
-            state.get("seconds", 0.0)
-        )  # checkpoints before trainer.max_seconds lack it
+        # checkpoints made before trainer.max_seconds existed have no seconds
+        self.trained_seconds = float(state.get("seconds", 0.0))
         if self.token_schedule is not None:
             if "token_schedule" not in state:
                 raise ValueError(

@@ -195,6 +195,18 @@ def test_warm_started_rl_runs_both_phases_and_prints_the_table(tmp_path, capsys)
     assert (run / "summary.md").read_text().strip() in out
 
 
+def test_a_time_boxed_warm_start_boxes_the_rl_phase_only_and_the_table_says_its_steps(tmp_path, capsys):
+    """`trainer.max_seconds` is the RL phase's budget: the SFT phase runs its `sft.warmup_steps`, the RL
+    phase stops after its first step, and the table names the steps RL made, not `total_steps`."""
+    path, _ = demo_file(tmp_path, n=2)
+    run = tmp_path / "qs"
+    args = ["train", "configs/quickstart.yaml", *warm_start(path, run), "sft.warmup_steps=2"]
+    assert main([*args, "trainer.total_steps=3", "trainer.max_seconds=1e-6"]) == 0
+    assert [r["step"] for r in metric_rows(run / "sft") if "time/step" in r] == [1, 2]
+    assert [r["step"] for r in metric_rows(run / "rl") if "time/step" in r] == [1]
+    assert "| after SFT + grpo (1 steps) |" in capsys.readouterr().out
+
+
 def test_the_rl_phase_takes_over_the_engine_of_the_sft_phase(tmp_path, monkeypatch):
     """One rollout engine for both phases of a warm start (one vLLM start instead of two), sampling
     from the RL learner's weights once handed over; an engine of other rollout settings is refused."""
