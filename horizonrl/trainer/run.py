@@ -260,12 +260,14 @@ class TrainingRun:
 
     def out_of_time(self) -> bool:
         """The steps have used up `time_budget()`: one more step, at the mean step time so far, would
-        end further past the budget than stopping now ends short of it (the first step always runs)."""
+        end further past the budget than stopping now ends short of it (the first step always runs).
+        Under torchrun rank 0 decides for all: each rank times its own steps, and a rank that stopped
+        alone would leave the others waiting in the next step's collectives."""
         budget = self.time_budget()
         if budget is None or self.step == 0:
             return False
         mean_step = self.trained_seconds / self.step
-        return self.trained_seconds + mean_step / 2 >= budget
+        return bool(self.parallel.broadcast_object(self.trained_seconds + mean_step / 2 >= budget))
 
     def say_out_of_time(self) -> None:
         """After the loop: name the budget when it, not `trainer.total_steps`, ended the steps."""

@@ -1,6 +1,7 @@
 """`horizonrl train CONFIG resources.learner_world_size=2`: the command relaunches itself under
 torchrun (2 gloo ranks, FSDP2), plays real textcraft episodes split over the ranks with the tiny
-model, trains 2 GRPO steps, checkpoints, and evaluates, with rank 0 writing the run directory."""
+model, trains 2 GRPO steps, checkpoints, and evaluates, with rank 0 writing the run directory (and
+deciding for both ranks, each step, whether `trainer.max_seconds` is used up: a real broadcast)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ model: {path: tiny, bf16: false}
 data: {families: [textcraft], batch_size: 2}
 rollout: {n: 2, max_tokens: 8, max_response_length: 256}
 schedule: {type: fixed, rounds: [2]}
-trainer: {total_steps: 2, save_every: 1, lr: 1.0e-3, micro_batch_size: 2, num_threads: 2}
+trainer: {total_steps: 2, max_seconds: 1.0e+6, save_every: 1, lr: 1.0e-3, micro_batch_size: 2, num_threads: 2}
 eval: {at_end: true, limit: 2, max_turns: 2, max_tokens: 8}
 logging: {tensorboard: false}
 """

@@ -125,3 +125,29 @@ def test_max_seconds_ends_an_rl_run_early_saved_and_a_resume_gets_no_fresh_budge
     assert untimed.step == 2
     with pytest.raises(ConfigError, match="trainer.max_seconds must be > 0"):
         load_config(None, ["trainer.max_seconds=0"])
+
+
+class _RankZeroSays:
+    """A stand-in for the learner group's `broadcast_object`: every rank gets rank 0's `value`."""
+
+    def __init__(self, value):
+        self.value, self.calls = value, 0
+
+    def broadcast_object(self, obj):
+        self.calls += 1
+        return self.value
+
+
+def test_under_several_ranks_rank_zero_decides_when_the_time_is_up(tmp_path, scripted_rollout):
+    """Each rank times its own steps; one that stopped alone would hang the others in the next
+    collective, so every rank takes rank 0's decision."""
+    trainer = RLTrainer(scripted_rl_config(tmp_path, "trainer.max_seconds=100"), rollout=scripted_rollout)
+    trainer.step, trainer.trained_seconds = 1, 1.0  # this rank: far from its budget
+    trainer.parallel = _RankZeroSays(True)  # rank 0: out of time
+    assert trainer.out_of_time() is True and trainer.parallel.calls == 1
+    trainer.parallel = _RankZeroSays(False)
+    trainer.trained_seconds = 500.0  # this rank: past it; rank 0: not yet
+    assert trainer.out_of_time() is False
+    untimed = RLTrainer(scripted_rl_config(tmp_path / "u"), rollout=scripted_rollout)
+    untimed.step, untimed.parallel = 1, _RankZeroSays(True)
+    assert untimed.out_of_time() is False and untimed.parallel.calls == 0  # no budget: no collective
