@@ -1,4 +1,4 @@
-# Sourced by the prepared GPU scripts (gpu_check.sh, gpu_protocol.sh) after they set $OUT: creates it,
+# Sourced by the prepared GPU scripts (gpu_check.sh, gpu_protocol.sh, gpu_protocol_short.sh) after they set $OUT: creates it,
 # sets the offline environment, empties $OUT/status.txt and defines `step`.
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
