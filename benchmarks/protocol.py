@@ -16,7 +16,8 @@ the arms are the `ARMS` table below:
   items only);
 - `sft-equal`: the equal-compute baseline, SFT continued from the checkpoint on the same demos for
   as long as the `--budget-arm` (default `grpo`) RL phase of the same seed trained (the sum of its
-  `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first;
+  `time/step`: rollout, scoring and update; `sft.max_seconds`), so that arm must run first; also
+  at a quarter of the SFT lr (`sft-equal-low-lr`: a long SFT continued at its own lr can lose items);
 - RL arms: GRPO (also at a quarter of its lr, and that with twice the items or the samples per
   step, or with DAPO's dynamic sampling: further batches until 4 groups are informative, or with
   the eval's fixed cap of 5 turns instead of the base schedule's 3, 4, 5, or both); GRPO +
@@ -120,6 +121,12 @@ ARMS = {
     for a in [
         Arm("sft", "eval", (), "SFT only"),
         Arm("sft-equal", "sft", (), "SFT continued, equal compute"),
+        Arm(
+            "sft-equal-low-lr",
+            "sft",
+            ("sft.lr=2.5e-5",),
+            "SFT continued, equal compute, at a quarter of the SFT lr (2.5e-5)",
+        ),
         Arm("grpo", "rl", (), "GRPO (base schedule)"),
         Arm(
             "grpo-turn",
@@ -540,7 +547,7 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     with (out / "commands.txt").open("a") as f:  # the report names every invocation that ran
         f.write(command_line(args) + "\n")
-    needs_demos = args.sft_model is None or "sft-equal" in args.arms
+    needs_demos = args.sft_model is None or any(ARMS[a].kind == "sft" for a in args.arms)
     demos = demo_files(args) if needs_demos else []
     sft_model = args.sft_model or train_sft_base(args, demos)
     start = start_fingerprint(sft_model)
@@ -563,7 +570,7 @@ def run_protocol(args: argparse.Namespace) -> dict[str, Any]:
         if arm.kind == "rl" and args.rl_seconds:
             overrides.append(f"trainer.max_seconds={args.rl_seconds:g}")
         if arm.kind == "sft":
-            sft = sft_run_overrides(load(args.config, base, arm.name), demos)
+            sft = sft_run_overrides(load(args.config, [*base, *arm.overrides], arm.name), demos)
             overrides = [*overrides, *sft, "trainer.total_steps=1000000", "sft.max_seconds=1"]
         load(args.config, overrides, arm.name, arm.needs)
         # a finished run (folder, else archive) is reused, and only when made with these settings
@@ -664,13 +671,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [a for a in args.arms if a not in ARMS]
     if unknown:
         p.error(f"unknown arm(s) {unknown}; the arms: {', '.join(ARMS)}")
-    if "sft-equal" in args.arms and args.budget_arm not in args.arms:
+    equal = [a for a in args.arms if ARMS[a].kind == "sft"]  # the equal-compute arms
+    if equal and args.budget_arm not in args.arms:
         archived = any(r["arm"] == args.budget_arm for r in load_archive(args.results)[1])
         if not (Path(args.out) / args.budget_arm).exists() and not archived:
-            p.error(f"sft-equal needs the {args.budget_arm} arm's runs (add it to --arms)")
-    if "sft-equal" in args.arms and args.budget_arm in args.arms:  # the budget arm runs first
+            p.error(f"{equal[0]} needs the {args.budget_arm} arm's runs (add it to --arms)")
+    if equal and args.budget_arm in args.arms:  # the budget arm runs first
         args.arms.remove(args.budget_arm)
-        args.arms.insert(args.arms.index("sft-equal"), args.budget_arm)
+        args.arms.insert(args.arms.index(equal[0]), args.budget_arm)
     if not args.seeds or args.steps < 1:
         p.error("--seeds needs at least one seed and --steps must be >= 1")
     if args.rl_seconds is not None and args.rl_seconds <= 0:

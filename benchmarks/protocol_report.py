@@ -109,6 +109,19 @@ def outcome_table(results: list[dict[str, Any]], fam: str) -> tuple[list[str], l
     return sets[0], [[r["items"][i] for i in sets[0]] for r in results]
 
 
+def paired_diff(
+    ref_results: list[dict[str, Any]], fam: str, items: list[str], table: list[list[float]], n_boot: int
+) -> tuple[float, tuple[float, float]] | None:
+    """An arm's mean success (`table`, seeds x `items`) minus the reference arm's and its paired
+    bootstrap interval; None when the reference evaluated other items."""
+    ref_items, ref = outcome_table(ref_results, fam)
+    if ref_items != items:
+        return None
+    mean = sum(map(sum, table)) / (len(table) * len(items))
+    ref_mean = sum(map(sum, ref)) / (len(ref) * len(items))
+    return mean - ref_mean, bootstrap_diff_ci(table, ref, n_boot=n_boot)
+
+
 def summarize(found: dict[str, list[dict[str, Any]]], n_boot: int = 2000) -> dict[str, Any]:
     """Per arm and family: seeds, mean success, spread, bootstrap interval, per-category means,
     and the difference to the reference arm (paired by item) with its interval."""
@@ -140,12 +153,13 @@ def summarize(found: dict[str, list[dict[str, Any]]], n_boot: int = 2000) -> dic
                 "ci95": bootstrap_ci(table, n_boot=n_boot),
                 "by_category": {c: sum(v) / len(v) for c, v in sorted(cats.items())},
             }
-            if arm != REFERENCE_ARM and REFERENCE_ARM in found:
-                ref_items, ref = outcome_table(found[REFERENCE_ARM], fam)
-                if ref_items == items:
-                    ref_mean = sum(map(sum, ref)) / (len(ref) * len(items))
-                    block["diff_vs_ref"] = block["mean"] - ref_mean
-                    block["diff_ci95"] = bootstrap_diff_ci(table, ref, n_boot=n_boot)
+            reference = found.get(REFERENCE_ARM) if arm != REFERENCE_ARM else None
+            if reference and (d := paired_diff(reference, fam, items, table, n_boot)) is not None:
+                block["diff_vs_ref"], block["diff_ci95"] = d
+            if results[0]["kind"] == "rl":  # against every equal-compute arm, sft-equal's included
+                for other in equal_arms(found):
+                    if (d := paired_diff(found[other], fam, items, table, n_boot)) is not None:
+                        block.setdefault("diffs", {})[other] = {"diff": d[0], "ci95": d[1]}
             entry["families"][fam] = block
         summary[arm] = entry
     return summary
@@ -165,6 +179,7 @@ def budget_arm_of(result: dict[str, Any], found: dict[str, list[dict[str, Any]]]
             for arm, runs in found.items()
             for o in runs
             if arm != REFERENCE_ARM
+            and o.get("kind") != "sft"
             and o.get("seed") == result.get("seed")
             and o.get("step_seconds") == result.get("budget_s")
         ),
@@ -172,9 +187,16 @@ def budget_arm_of(result: dict[str, Any], found: dict[str, list[dict[str, Any]]]
     )
 
 
+def equal_arms(found: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The equal-compute arms in `found`: sft-equal and the other continued-SFT (`sft`) arms."""
+    return [arm for arm, rs in found.items() if arm == REFERENCE_ARM or rs[0].get("kind") == "sft"]
+
+
 def budget_arms(found: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """The RL arms whose step time the sft-equal results in `found` got as budget (`budget_arm_of`)."""
-    return sorted({budget_arm_of(r, found) for r in found.get(REFERENCE_ARM, [])}) or [DEFAULT_BUDGET_ARM]
+    """The RL arms whose step time the equal-compute results in `found` (sft-equal and the other
+    `sft` arms) got as budget (`budget_arm_of`)."""
+    equal = [r for arm in equal_arms(found) for r in found[arm]]
+    return sorted({budget_arm_of(r, found) for r in equal}) or [DEFAULT_BUDGET_ARM]
 
 
 def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str]) -> str:
@@ -209,6 +231,13 @@ def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str
                 + f" | {diff} | {secs:.0f} | {toks} |"
             )
         lines.append("")
+        pairs = [(a, o, d) for a in arms for o, d in summary[a]["families"][fam].get("diffs", {}).items()]
+        if len({o for _, o, _ in pairs}) > 1:  # several baselines: the RL arms against each
+            lines += [f"RL arms against each equal-compute arm ({fam}, paired by item, 95% CI):", ""]
+            for arm, other, d in pairs:
+                lo, hi = d["ci95"]
+                lines.append(f"- {arm} − {other}: {100 * d['diff']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+            lines.append("")
     lines += [
         "Mean: over seeds of each seed's success on all items. Spread: min–max and sample std "
         "(ddof 1) of the per-seed rates. 95% CI: two-way percentile bootstrap (2000 replicates, "

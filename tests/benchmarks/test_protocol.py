@@ -227,6 +227,38 @@ def test_results_are_archived_and_a_fresh_checkout_goes_on_from_the_archive(tmp_
     assert not (tmp_path / "c" / "grpo").exists()
 
 
+def test_the_low_lr_equal_compute_arm_trains_at_its_own_lr_and_the_rl_arms_face_each_baseline(tmp_path):
+    """`sft-equal-low-lr` continues SFT at its own lr (not the base config's SFT lr), on the same
+    budget arm's seconds as sft-equal, and the report gives each RL arm's paired difference to
+    every equal-compute arm."""
+    args = protocol.parse_args(
+        ["--sft-model", "tiny", "--arms", "sft-equal-low-lr,grpo", "--out", str(tmp_path)]
+    )
+    assert args.arms == ["grpo", "sft-equal-low-lr"]  # the budget arm runs first
+    out = tmp_path / "protocol"
+    argv = ["--sft-model", "tiny", "--families", "textcraft", "--arms", "grpo,sft-equal,sft-equal-low-lr"]
+    argv += ["--seeds", "0", "--steps", "1", "--eval-limit", "2", "--out", str(out), *TINY]
+    assert protocol.main(argv) == 0
+    grpo = json.loads((out / "grpo" / "seed_0" / "result.json").read_text())
+    equal, low = (
+        json.loads((out / a / "seed_0" / "result.json").read_text())
+        for a in ("sft-equal", "sft-equal-low-lr")
+    )
+    assert protocol.run_settings(equal["overrides"])["trainer.lr"] == "0.0001"
+    assert protocol.run_settings(low["overrides"])["trainer.lr"] == "2.5e-05"
+    for arm, lr in (("sft-equal", 1e-4), ("sft-equal-low-lr", 2.5e-5)):  # the lr its steps trained at
+        rows = protocol.metric_rows(out / arm / "seed_0")
+        assert rows and all(r["lr"] == pytest.approx(lr) for r in rows if "lr" in r), arm
+    assert low["budget_arm"] == "grpo" and low["budget_s"] == grpo["step_seconds"] == equal["budget_s"]
+    diffs = json.loads((out / "protocol.json").read_text())["arms"]["grpo"]["families"]["textcraft"]["diffs"]
+    assert set(diffs) == {"sft-equal", "sft-equal-low-lr"}
+    low_rate = sum(low["items"].values()) / 2
+    assert diffs["sft-equal-low-lr"]["diff"] == pytest.approx(sum(grpo["items"].values()) / 2 - low_rate)
+    table = (out / "protocol.md").read_text()
+    assert "RL arms against each equal-compute arm (textcraft" in table
+    assert "- grpo − sft-equal-low-lr: " in table
+
+
 def test_the_start_fingerprint_follows_the_checkpoint_bytes(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):
