@@ -181,7 +181,9 @@ class SupervisedRun(TrainingRun):
         trained = self.step < total
         if self.step == 0 and cfg.sft.eval_before:
             metrics |= self.evaluate("eval/initial")
-        self.say(f"{self.describe()}, steps {self.step}..{total}")
+        budget = self.time_budget()
+        until = f"step {total} or {budget:g} s of steps, whichever comes first" if budget else f"step {total}"
+        self.say(f"{self.describe()}, from step {self.step} to {until}")
         while self.step < total and not self.out_of_time():
             timer = PhaseTimer()
             with timer("step"):
@@ -193,7 +195,12 @@ class SupervisedRun(TrainingRun):
             if "tokens/total" in metrics:
                 metrics["throughput/tokens_per_s"] = metrics["tokens/total"] / max(seconds, 1e-9)
             self.monitor.log(self.step, metrics)
-            self.say(f"step {self.step}/{total} | {self.step_line(metrics)} | {seconds:.1f} s")
+            if budget:  # the header names the step cap; the seconds are what ends such a run
+                used = f"{self.trained_seconds:.0f}/{budget:g} s used"
+                where, took = f"step {self.step}", f"{seconds:.1f} s, {used}"
+            else:
+                where, took = f"step {self.step}/{total}", f"{seconds:.1f} s"
+            self.say(f"{where} | {self.step_line(metrics)} | {took}")
             if self.due(cfg.trainer.save_every) or self.step == total:
                 self.save()
         self.say_out_of_time()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -253,7 +254,7 @@ def test_plain_rl_with_trajectory_files_says_what_to_do(tmp_path):
         main([*args, f"trainer.output_dir={tmp_path / 'run'}"])
 
 
-def test_max_seconds_stops_the_steps_and_a_resume_gets_no_fresh_budget(tmp_path):
+def test_max_seconds_stops_the_steps_and_a_resume_gets_no_fresh_budget(tmp_path, capsys):
     path, _ = demo_file(tmp_path, n=2)
     run = tmp_path / "timed"
     cfg = load_config(
@@ -267,11 +268,15 @@ def test_max_seconds_stops_the_steps_and_a_resume_gets_no_fresh_budget(tmp_path)
             "trainer.save_every=0",
             "trainer.total_steps=50",
             "sft.max_seconds=1e-6",  # the first step uses it up
+            "logging.console=true",
             f"trainer.output_dir={run}",
         ],
     )
     SFTTrainer(cfg).fit()
     assert [r["step"] for r in metric_rows(run)] == [1]
+    said = capsys.readouterr().err  # the progress counts the budget's seconds, not up to step 50
+    assert "to step 50 or 1e-06 s of steps, whichever comes first" in said
+    assert re.search(r"step 1 \| .* s used", said) and "step 1/50" not in said
     assert (run / "checkpoints" / "step_1" / "model" / "model.safetensors").exists()
     state = json.loads((run / "checkpoints" / "step_1" / "trainer_state.json").read_text())
     assert state["seconds"] == pytest.approx(metric_rows(run)[0]["time/step"])
