@@ -232,7 +232,7 @@ def markdown(summary: dict[str, Any], title: str, command: str, budget: list[str
             )
         lines.append("")
         pairs = [(a, o, d) for a in arms for o, d in summary[a]["families"][fam].get("diffs", {}).items()]
-        if len({o for _, o, _ in pairs}) > 1:  # several baselines: the RL arms against each
+        if any(o != REFERENCE_ARM for _, o, _ in pairs):  # a baseline the Δ column does not show
             lines += [f"RL arms against each equal-compute arm ({fam}, paired by item, 95% CI):", ""]
             for arm, other, d in pairs:
                 lo, hi = d["ci95"]

@@ -299,3 +299,30 @@ def test_an_sft_equal_without_a_recorded_budget_arm_is_reused_under_the_arm_it_w
         protocol.check_budget_arm(legacy, "grpo", tmp_path, {}, "sft-equal seed 0")
     archived = {("grpo-low-lr", 0): {"arm": "grpo-low-lr", "seed": 0, "step_seconds": 300.0}}
     protocol.check_budget_arm(legacy, "grpo-low-lr", tmp_path / "empty", archived, "sft-equal seed 0")
+
+
+def test_an_rl_arm_faces_the_low_lr_baseline_when_it_is_the_only_equal_compute_arm():
+    """Without sft-equal the Δ column is empty; the RL arm's paired difference to the baseline
+    that did run (sft-equal-low-lr) is still in the table's text."""
+    from benchmarks.protocol_report import markdown, summarize
+
+    def result(arm: str, kind: str, wins: list[int]) -> dict:
+        items = {f"textcraft_{i}": float(w) for i, w in enumerate(wins)}
+        return {
+            "arm": arm,
+            "label": arm,
+            "kind": kind,
+            "seed": 0,
+            "step_seconds": 10.0,
+            "sampled_tokens": 100 if kind == "rl" else 0,
+            "wall_s": 20.0,
+            "items": items,
+            "categories": {i: "depth 1" for i in items},
+        }
+
+    found = {
+        "grpo": [result("grpo", "rl", [1, 1, 0, 0])],
+        "sft-equal-low-lr": [result("sft-equal-low-lr", "sft", [1, 1, 1, 0])],
+    }
+    table = markdown(summarize(found, n_boot=50), "t", "cmd", ["grpo"])
+    assert "- grpo − sft-equal-low-lr: -25.0 [" in table
