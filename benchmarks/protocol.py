@@ -57,7 +57,6 @@ them (`#/compare?runs=grpo~seed_0,sft-equal~seed_0`).
 from __future__ import annotations
 
 import argparse
-import gc
 import hashlib
 import json
 import os
@@ -81,6 +80,7 @@ from benchmarks.protocol_report import (  # noqa: E402
     write_report,
 )
 from horizonrl.config import Config, ConfigError, load_config  # noqa: E402
+from horizonrl.trainer.memory import release_memory  # noqa: E402
 
 FAMILY_CATEGORIES = {"textcraft": ["depth 1", "depth 2"], "babyai": ["GoTo", "Pickup"]}
 """The protocol's train and eval categories per family (the issue's eval sets)."""
@@ -347,7 +347,7 @@ def run_training(cfg: Config) -> float:
 
     start = time.perf_counter()
     run(cfg)
-    gc.collect()
+    release_memory()  # the next arm runs in this process: hand back what this one freed
     return time.perf_counter() - start
 
 
@@ -629,7 +629,7 @@ def evaluate_checkpoint(cfg: Config) -> float:
         runner.evaluate("eval/final")
         runner.monitor.close()
     del runner
-    gc.collect()
+    release_memory()
     return time.perf_counter() - start
 
 

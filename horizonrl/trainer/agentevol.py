@@ -54,6 +54,7 @@ from horizonrl.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from horizonrl.trainer.batch import collate
 from horizonrl.trainer.data import ItemSampler, load_items
 from horizonrl.trainer.episodes import Episode, Rollout
+from horizonrl.trainer.memory import memory_report, release_memory
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.sft import SupervisedRun, load_trajectories, sft_examples, sft_step
 
@@ -223,6 +224,7 @@ class AgentEvolTrainer(SupervisedRun):
             with timer("step"):
                 rows = [self.set[int(i)] for i in self.sampler.next_batch(self.batch_size)]
                 metrics = sft_step(self.learner, collate(rows))
+            metrics |= memory_report()
             self.step += 1
             self.phase_steps += 1
             metrics["time/step"] = timer.seconds["step"]
@@ -280,6 +282,7 @@ class AgentEvolTrainer(SupervisedRun):
             if self.phase == "explore":
                 timer = PhaseTimer()
                 with timer("explore"):
+                    release_memory()  # the SFT phase's freed heap goes to the rollout engine
                     explored = self.explore()
                 kept = keep_successes(explored, a.keep)
                 write_jsonl(self.iter_dir(k) / "explored.jsonl", explored)

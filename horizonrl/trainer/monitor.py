@@ -103,6 +103,7 @@ class Monitor:
             ("grad/norm", "gnorm", "{:.3f}"),
             ("throughput/tokens_per_s", "learn tok/s", "{:.0f}"),
             ("time/step", "s", "{:.1f}"),
+            ("memory/rss_gb", "GB", "{:.1f}"),
         ):
             if key in metrics:
                 parts.append(f"{label} {fmt.format(metrics[key])}")

@@ -41,6 +41,7 @@ from horizonrl.trainer.batch import Batch, collate, episode_advantages, is_segme
 from horizonrl.trainer.data import make_item_sampler
 from horizonrl.trainer.engine_rollout import EngineRollout
 from horizonrl.trainer.episodes import Episode, Rollout
+from horizonrl.trainer.memory import release_memory
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.producer import RolloutProducer
 from horizonrl.trainer.rewards import (
@@ -105,10 +106,21 @@ class RLTrainer(TrainingRun):
                     update_stats = self.learner.update(batch, self.step) if batch is not None else {}
                     if batch is None:
                         self.learner.skip_update()
+                # the next step's rollout (vLLM beside us, or generation in this process) gets the
+                # room the update freed; inside the step's seconds, what it costs is the step's
+                memory = release_memory()
             self.step += 1
             self.trained_seconds += timer.seconds["step"]
             plan_stats = self.plan_stats.pop(self.step - 1, {})
-            stats = {**plan_stats, **sync_stats, **rollout_stats, **select_stats, **adv_stats, **update_stats}
+            stats = {
+                **plan_stats,
+                **sync_stats,
+                **rollout_stats,
+                **select_stats,
+                **adv_stats,
+                **update_stats,
+                **memory,
+            }
             stats["update/skipped"] = float(batch is None)
             metrics = self.log(episodes, trajectories, batch, stats, timer, cap)
             if cfg.logging.save_token_stats and batch is not None:

@@ -38,6 +38,7 @@ from horizonrl.trainer.batch import Batch, collate, micro_batches
 from horizonrl.trainer.data import ItemSampler
 from horizonrl.trainer.episodes import Rollout
 from horizonrl.trainer.learner import Learner
+from horizonrl.trainer.memory import memory_report, release_memory
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.run import TrainingRun
 
@@ -188,6 +189,7 @@ class SupervisedRun(TrainingRun):
             timer = PhaseTimer()
             with timer("step"):
                 metrics = self.train_step()
+                metrics |= memory_report()  # the next step reuses what this one freed: no trim between
             self.step += 1
             seconds = timer.seconds["step"]
             self.trained_seconds += seconds
@@ -200,10 +202,13 @@ class SupervisedRun(TrainingRun):
                 where, took = f"step {self.step}", f"{seconds:.1f} s, {used}"
             else:
                 where, took = f"step {self.step}/{total}", f"{seconds:.1f} s"
+            if "memory/rss_gb" in metrics:
+                took += f" | {metrics['memory/rss_gb']:.1f} GB"
             self.say(f"{where} | {self.step_line(metrics)} | {took}")
             if self.due(cfg.trainer.save_every) or self.step == total:
                 self.save()
         self.say_out_of_time()
+        release_memory()  # the steps are over: the eval's engine (or the next phase) gets the room
         if not (self.run_dir / "checkpoints" / f"step_{self.step}").exists():
             self.save()  # e.g. resumed from a checkpoint of another run: final_model_dir() must exist
         if cfg.eval.at_end and (trained or not (self.run_dir / "eval/final/report.json").exists()):

@@ -112,6 +112,7 @@ def test_max_seconds_ends_an_rl_run_early_saved_and_a_resume_gets_no_fresh_budge
     RLTrainer(scripted_rl_config(run, *timed), rollout=scripted_rollout).fit()  # step 1 uses it up
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "time/step" in r] == [1]
+    assert rows[0]["memory/rss_gb"] > 0 and rows[0]["memory/peak_rss_gb"] > 0  # what the step holds
     state = json.loads((run / "checkpoints" / "step_1" / "trainer_state.json").read_text())
     assert state["seconds"] == pytest.approx(rows[0]["time/step"])  # saved although not due
     resumed = RLTrainer(scripted_rl_config(run, *timed), rollout=scripted_rollout)

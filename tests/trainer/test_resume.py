@@ -10,7 +10,7 @@ from horizonrl.config import load_config
 from horizonrl.trainer.checkpoint import list_checkpoints
 from horizonrl.trainer.rl import RLTrainer
 
-TIMING = ("time/", "throughput/")
+TIMING = ("time/", "throughput/", "memory/")  # of the machine, not of the run
 
 
 def _config(out, steps, *extra):

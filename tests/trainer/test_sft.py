@@ -276,7 +276,8 @@ def test_max_seconds_stops_the_steps_and_a_resume_gets_no_fresh_budget(tmp_path,
     assert [r["step"] for r in metric_rows(run)] == [1]
     said = capsys.readouterr().err  # the progress counts the budget's seconds, not up to step 50
     assert "to step 50 or 1e-06 s of steps, whichever comes first" in said
-    assert re.search(r"step 1 \| .* s used", said) and "step 1/50" not in said
+    assert re.search(r"step 1 \| .* s used \| [\d.]+ GB", said) and "step 1/50" not in said
+    assert metric_rows(run)[0]["memory/rss_gb"] > 0
     assert (run / "checkpoints" / "step_1" / "model" / "model.safetensors").exists()
     state = json.loads((run / "checkpoints" / "step_1" / "trainer_state.json").read_text())
     assert state["seconds"] == pytest.approx(metric_rows(run)[0]["time/step"])

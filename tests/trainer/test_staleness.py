@@ -14,7 +14,7 @@ from horizonrl.rollout.trajectory import read_jsonl
 from horizonrl.trainer.producer import RolloutProducer
 from horizonrl.trainer.rl import RLTrainer
 
-TIMING = ("time/", "throughput/")
+TIMING = ("time/", "throughput/", "memory/")  # of the machine, not of the run
 
 
 def test_behaviour_weights_by_hand():
