@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from horizonrl.algos.kl import kl_estimate
 from horizonrl.algos.losses import (
@@ -113,6 +114,34 @@ def test_logprobs_and_entropy_from_logits():
     ent = entropy_from_logits(logits)
     assert float(ent[0, 0]) == pytest.approx(math.log(2))
     assert float(ent[0, 1]) == pytest.approx(-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_blockwise_logprobs_equal_the_plain_formula_bit_for_bit(monkeypatch, dtype, temperature):
+    """Values and gradients of `logprobs_from_logits` (blocks of positions) are exactly those of
+    autograd on the whole tensor, also for a strided view of the logits (the learner's `[:, :-1]`)."""
+    import horizonrl.algos.losses as losses
+
+    monkeypatch.setattr(losses, "LOGPROB_CHUNK", 3)  # 11 positions: blocks of 3, 3, 3, 2
+    torch.manual_seed(0)
+    full = (torch.randn(2, 12, 50) * 4).to(dtype)
+    labels = torch.randint(0, 50, (2, 11))
+    weights = torch.randn(2, 11)
+
+    def run(fn):
+        leaf = full.clone().requires_grad_(True)
+        lp = fn(leaf[:, :-1], labels)
+        (lp * weights).sum().backward()
+        return lp.detach(), leaf.grad
+
+    plain = lambda x, y: F.log_softmax(x.float() / temperature, dim=-1).gather(-1, y[..., None])[..., 0]  # noqa: E731
+    got, got_grad = run(lambda x, y: logprobs_from_logits(x, y, temperature))
+    want, want_grad = run(plain)
+    assert got.dtype == torch.float32 and got_grad.dtype == dtype
+    assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
+    with torch.no_grad():  # the scoring pass: no graph, the same values
+        assert torch.equal(logprobs_from_logits(full[:, :-1], labels, temperature), want)
 
 
 def test_logprobs_and_entropy_at_a_temperature_hand_computed():

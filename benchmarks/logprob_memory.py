@@ -1,0 +1,87 @@
+"""Peak host memory of the labels' logprobs and their gradient: whole tensor vs blocks of positions.
+
+    python benchmarks/logprob_memory.py --rows 4 --positions 1000 --vocab 49152
+
+For one micro-batch of random bf16 logits `(rows, positions + 1, vocab)` (SmolLM2's vocabulary by
+default), each in a fresh process: `plain` is `log_softmax(logits[:, :-1].float() / T)` gathered at
+the labels, as autograd runs it on the whole tensor; `blocks` is `horizonrl.algos.losses.
+logprobs_from_logits` (`LOGPROB_CHUNK` positions at a time, forward and backward). Both then
+backpropagate a weighted sum. Prints each one's peak RSS above what the process held before
+(ru_maxrss) and whether the two give the same logprobs and gradients, bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+
+
+def child(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT))
+    import torch
+    import torch.nn.functional as F
+
+    from horizonrl.algos.losses import logprobs_from_logits
+
+    torch.manual_seed(0)
+    logits = (torch.randn(args.rows, args.positions + 1, args.vocab) * 3).to(torch.bfloat16)
+    labels = torch.randint(0, args.vocab, (args.rows, args.positions))
+    weights = torch.randn(args.rows, args.positions)
+    leaf = logits.clone().requires_grad_(True)
+    before = peak_gb()
+    if args.child == "plain":
+        logp = F.log_softmax(leaf[:, :-1].float() / args.temperature, dim=-1)
+        lp = logp.gather(-1, labels[..., None])[..., 0]
+    else:
+        lp = logprobs_from_logits(leaf[:, :-1], labels, args.temperature)
+    (lp * weights).sum().backward()
+    extra = peak_gb() - before
+    torch.save({"logprobs": lp.detach(), "grad": leaf.grad, "extra_gb": extra}, args.out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=4)
+    p.add_argument("--positions", type=int, default=1000)
+    p.add_argument("--vocab", type=int, default=49152)
+    p.add_argument("--temperature", type=float, default=0.9)
+    p.add_argument("--child", choices=("plain", "blocks"), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    import torch
+
+    got = {}
+    with tempfile.TemporaryDirectory(prefix="logprob_memory_") as tmp:
+        for mode in ("plain", "blocks"):
+            out = Path(tmp) / f"{mode}.pt"
+            cmd = [sys.executable, __file__, "--child", mode, "--out", str(out)]
+            cmd += ["--rows", str(args.rows), "--positions", str(args.positions), "--vocab", str(args.vocab)]
+            cmd += ["--temperature", str(args.temperature)]
+            subprocess.run(cmd, check=True, cwd=ROOT)
+            got[mode] = torch.load(out)
+    same_lp = torch.equal(got["plain"]["logprobs"], got["blocks"]["logprobs"])
+    same_grad = torch.equal(got["plain"]["grad"], got["blocks"]["grad"])
+    shape = f"{args.rows} x {args.positions} x {args.vocab}"
+    print(f"| logits ({shape}, bf16), T = {args.temperature:g} | peak above the inputs (GB) |")
+    print("|---|---|")
+    for mode in ("plain", "blocks"):
+        print(f"| {mode} | {got[mode]['extra_gb']:.2f} |")
+    print(f"\nsame logprobs bit for bit: {same_lp}; same gradients bit for bit: {same_grad}")
+    return 0 if same_lp and same_grad else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
