@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -76,7 +76,7 @@ class _BlockwiseLabelLogprobs(torch.autograd.Function):
     values and gradients equal the plain formula's bit for bit (tests/algos/test_losses.py)."""
 
     @staticmethod
-    def forward(ctx: object, logits: Tensor, labels: Tensor, temperature: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float) -> Tensor:
         B, T, _ = logits.shape
         out = torch.empty(B, T, dtype=torch.float32, device=logits.device)
         with torch.no_grad():
@@ -84,14 +84,14 @@ class _BlockwiseLabelLogprobs(torch.autograd.Function):
                 for t in range(0, T, LOGPROB_CHUNK):
                     rows = slice(t, t + LOGPROB_CHUNK)
                     out[b, rows] = _label_logprobs(logits[b, rows], labels[b, rows], temperature)
-        ctx.save_for_backward(logits, labels)  # type: ignore[attr-defined]
-        ctx.temperature = temperature  # type: ignore[attr-defined]
+        ctx.save_for_backward(logits, labels)
+        ctx.temperature = temperature
         return out
 
     @staticmethod
-    def backward(ctx: object, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
-        logits, labels = ctx.saved_tensors  # type: ignore[attr-defined]
-        temperature: float = ctx.temperature  # type: ignore[attr-defined]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        logits, labels = ctx.saved_tensors
+        temperature: float = ctx.temperature
         B, T, _ = logits.shape
         grad_logits = torch.empty_like(logits)
         for b in range(B):
@@ -116,7 +116,8 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.
         return logprobs_from_logits(logits.unsqueeze(0), labels.unsqueeze(0), temperature).squeeze(0)
     if logits.dim() != 3:
         return _label_logprobs(logits, labels, temperature)
-    return _BlockwiseLabelLogprobs.apply(logits, labels, temperature)  # type: ignore[no-any-return]
+    out: Tensor = _BlockwiseLabelLogprobs.apply(logits, labels, temperature)
+    return out
 
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
