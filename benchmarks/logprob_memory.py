@@ -5,9 +5,10 @@
 For one micro-batch of random bf16 logits `(rows, positions + 1, vocab)` (SmolLM2's vocabulary by
 default), each in a fresh process: `plain` is `log_softmax(logits[:, :-1].float() / T)` gathered at
 the labels, as autograd runs it on the whole tensor; `blocks` is `horizonrl.algos.losses.
-logprobs_from_logits` (`LOGPROB_CHUNK` positions at a time, forward and backward). Both then
+logprobs_from_logits` (`--block` positions at a time, forward and backward). Both then
 backpropagate a weighted sum. Prints each one's peak RSS above what the process held before
-(ru_maxrss) and whether the two give the same logprobs and gradients, bit for bit.
+(ru_maxrss), its seconds for forward and backward, and whether the two give the same logprobs
+and gradients, bit for bit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,15 +40,15 @@ def child(args: argparse.Namespace) -> None:
     labels = torch.randint(0, args.vocab, (args.rows, args.positions))
     weights = torch.randn(args.rows, args.positions)
     leaf = logits.clone().requires_grad_(True)
-    before = peak_gb()
+    before, start = peak_gb(), time.perf_counter()
     if args.child == "plain":
         logp = F.log_softmax(leaf[:, :-1].float() / args.temperature, dim=-1)
         lp = logp.gather(-1, labels[..., None])[..., 0]
     else:
-        lp = logprobs_from_logits(leaf[:, :-1], labels, args.temperature)
+        lp = logprobs_from_logits(leaf[:, :-1], labels, args.temperature, block=args.block)
     (lp * weights).sum().backward()
-    extra = peak_gb() - before
-    torch.save({"logprobs": lp.detach(), "grad": leaf.grad, "extra_gb": extra}, args.out)
+    seconds, extra = time.perf_counter() - start, peak_gb() - before
+    torch.save({"logprobs": lp.detach(), "grad": leaf.grad, "extra_gb": extra, "s": seconds}, args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--positions", type=int, default=1000)
     p.add_argument("--vocab", type=int, default=49152)
     p.add_argument("--temperature", type=float, default=0.9)
+    p.add_argument("--block", type=int, default=256, help="positions per block (trainer.logprob_block)")
     p.add_argument("--child", choices=("plain", "blocks"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -69,16 +72,17 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(tmp) / f"{mode}.pt"
             cmd = [sys.executable, __file__, "--child", mode, "--out", str(out)]
             cmd += ["--rows", str(args.rows), "--positions", str(args.positions), "--vocab", str(args.vocab)]
-            cmd += ["--temperature", str(args.temperature)]
+            cmd += ["--temperature", str(args.temperature), "--block", str(args.block)]
             subprocess.run(cmd, check=True, cwd=ROOT)
             got[mode] = torch.load(out)
     same_lp = torch.equal(got["plain"]["logprobs"], got["blocks"]["logprobs"])
     same_grad = torch.equal(got["plain"]["grad"], got["blocks"]["grad"])
     shape = f"{args.rows} x {args.positions} x {args.vocab}"
-    print(f"| logits ({shape}, bf16), T = {args.temperature:g} | peak above the inputs (GB) |")
-    print("|---|---|")
+    head = f"logits ({shape}, bf16), T = {args.temperature:g}"
+    print(f"| {head} | peak above the inputs (GB) | forward + backward (s) |")
+    print("|---|---|---|")
     for mode in ("plain", "blocks"):
-        print(f"| {mode} | {got[mode]['extra_gb']:.2f} |")
+        print(f"| {mode} | {got[mode]['extra_gb']:.2f} | {got[mode]['s']:.2f} |")
     print(f"\nsame logprobs bit for bit: {same_lp}; same gradients bit for bit: {same_grad}")
     return 0 if same_lp and same_grad else 1
 

@@ -57,17 +57,13 @@ def aggregate(loss: Tensor, loss_mask: Tensor, mode: str) -> Tensor:
     return AGGREGATIONS[mode](loss, loss_mask)
 
 
-LOGPROB_CHUNK = 256
-"""Positions per block of `logprobs_from_logits`: its float32 temporaries are `LOGPROB_CHUNK x V`."""
-
-
 def _label_logprobs(x: Tensor, labels: Tensor, temperature: float) -> Tensor:
     """The plain formula on one block: `(T, V), (T,) -> (T,)`."""
     return F.log_softmax(x.float() / temperature, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
 
 
 class _BlockwiseLabelLogprobs(torch.autograd.Function):
-    """`_label_logprobs` over `(B, T, V)` logits one block of `LOGPROB_CHUNK` positions at a time,
+    """`_label_logprobs` over `(B, T, V)` logits one block of `block` positions at a time,
     forward and backward: what autograd would keep (the float32 log-softmax of every position) and
     the float32 gradients it would build at full size exist one block at a time; only the logits
     are saved, and the backward recomputes each block's log-softmax. Every op per block is the one
@@ -76,47 +72,48 @@ class _BlockwiseLabelLogprobs(torch.autograd.Function):
     values and gradients equal the plain formula's bit for bit (tests/algos/test_losses.py)."""
 
     @staticmethod
-    def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float) -> Tensor:
+    def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, block: int) -> Tensor:
         B, T, _ = logits.shape
         out = torch.empty(B, T, dtype=torch.float32, device=logits.device)
         with torch.no_grad():
             for b in range(B):
-                for t in range(0, T, LOGPROB_CHUNK):
-                    rows = slice(t, t + LOGPROB_CHUNK)
+                for t in range(0, T, block):
+                    rows = slice(t, t + block)
                     out[b, rows] = _label_logprobs(logits[b, rows], labels[b, rows], temperature)
         ctx.save_for_backward(logits, labels)
-        ctx.temperature = temperature
+        ctx.temperature, ctx.block = temperature, block
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
         logits, labels = ctx.saved_tensors
         temperature: float = ctx.temperature
+        block: int = ctx.block
         B, T, _ = logits.shape
         grad_logits = torch.empty_like(logits)
         for b in range(B):
-            for t in range(0, T, LOGPROB_CHUNK):
-                rows = slice(t, t + LOGPROB_CHUNK)
+            for t in range(0, T, block):
+                rows = slice(t, t + block)
                 logp = F.log_softmax(logits[b, rows].float() / temperature, dim=-1)
                 g = torch.zeros_like(logp).scatter_add_(-1, labels[b, rows, None], grad[b, rows, None])
                 g = torch._log_softmax_backward_data(g, logp, -1, logp.dtype)
                 grad_logits[b, rows] = (g / temperature).to(logits.dtype)
-        return grad_logits, None, None
+        return grad_logits, None, None, None
 
 
-def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> Tensor:
+def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0, block: int = 0) -> Tensor:
     """`log softmax(logits / temperature)[labels]`: `(B, T, V), (B, T) -> (B, T)`, in float32.
 
     `temperature` names the distribution: the rollout's sampling temperature gives the logprobs of
-    the policy that sampled (what PPO's ratio needs), 1.0 the raw model's. Computed a block of
-    positions at a time (`_BlockwiseLabelLogprobs`): with a ~50k vocabulary the float32
-    log-softmax of every position and its gradient are gigabytes a micro-batch, the block's are
-    megabytes; the values and gradients are the plain formula's."""
-    if logits.dim() == 2:
-        return logprobs_from_logits(logits.unsqueeze(0), labels.unsqueeze(0), temperature).squeeze(0)
-    if logits.dim() != 3:
+    the policy that sampled (what PPO's ratio needs), 1.0 the raw model's. `block > 0` computes it
+    `block` positions at a time, forward and backward (`_BlockwiseLabelLogprobs`): with a ~50k
+    vocabulary the float32 log-softmax of every position and its gradient are gigabytes a
+    micro-batch, a block's are megabytes; the values and gradients are the whole tensor's."""
+    if block <= 0 or logits.dim() not in (2, 3):
         return _label_logprobs(logits, labels, temperature)
-    out: Tensor = _BlockwiseLabelLogprobs.apply(logits, labels, temperature)
+    if logits.dim() == 2:
+        return logprobs_from_logits(logits.unsqueeze(0), labels.unsqueeze(0), temperature, block).squeeze(0)
+    out: Tensor = _BlockwiseLabelLogprobs.apply(logits, labels, temperature, block)
     return out
 
 

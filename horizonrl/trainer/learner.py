@@ -246,7 +246,8 @@ class Learner:
             )
         logits = out.logits[:, :-1]  # (b, L - start - 1, V) predicts tokens start+1 .. L-1
         logprobs = torch.zeros(ids.shape, dtype=torch.float32, device=self.device)
-        logprobs[:, start + 1 :] = logprobs_from_logits(logits, ids[:, start + 1 :], temperature)
+        block = self.cfg.trainer.logprob_block
+        logprobs[:, start + 1 :] = logprobs_from_logits(logits, ids[:, start + 1 :], temperature, block)
         ent = None
         if entropy:
             ent = torch.zeros_like(logprobs)

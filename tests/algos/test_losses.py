@@ -118,12 +118,9 @@ def test_logprobs_and_entropy_from_logits():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_blockwise_logprobs_equal_the_plain_formula_bit_for_bit(monkeypatch, dtype, temperature):
+def test_blockwise_logprobs_equal_the_plain_formula_bit_for_bit(dtype, temperature):
     """Values and gradients of `logprobs_from_logits` (blocks of positions) are exactly those of
     autograd on the whole tensor, also for a strided view of the logits (the learner's `[:, :-1]`)."""
-    import horizonrl.algos.losses as losses
-
-    monkeypatch.setattr(losses, "LOGPROB_CHUNK", 3)  # 11 positions: blocks of 3, 3, 3, 2
     torch.manual_seed(0)
     full = (torch.randn(2, 12, 50) * 4).to(dtype)
     labels = torch.randint(0, 50, (2, 11))
@@ -136,12 +133,12 @@ def test_blockwise_logprobs_equal_the_plain_formula_bit_for_bit(monkeypatch, dty
         return lp.detach(), leaf.grad
 
     plain = lambda x, y: F.log_softmax(x.float() / temperature, dim=-1).gather(-1, y[..., None])[..., 0]  # noqa: E731
-    got, got_grad = run(lambda x, y: logprobs_from_logits(x, y, temperature))
+    got, got_grad = run(lambda x, y: logprobs_from_logits(x, y, temperature, block=3))  # 3, 3, 3, 2
     want, want_grad = run(plain)
     assert got.dtype == torch.float32 and got_grad.dtype == dtype
     assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
     with torch.no_grad():  # the scoring pass: no graph, the same values
-        assert torch.equal(logprobs_from_logits(full[:, :-1], labels, temperature), want)
+        assert torch.equal(logprobs_from_logits(full[:, :-1], labels, temperature, block=3), want)
 
 
 def test_logprobs_and_entropy_at_a_temperature_hand_computed():

@@ -65,6 +65,18 @@ def test_micro_batching_gives_the_same_update(tmp_path, scripted_rollout):
         torch.testing.assert_close(runs[0][key], runs[1][key], rtol=1e-4, atol=1e-6)
 
 
+def test_logprobs_in_blocks_give_the_same_update_bit_for_bit(tmp_path, scripted_rollout):
+    runs = []
+    for block in (0, 2):  # the whole micro-batch at once, and blocks of 2 positions
+        cfg = _config(tmp_path / f"b{block}", f"trainer.logprob_block={block}", "trainer.deterministic=true")
+        trainer = RLTrainer(cfg, rollout=scripted_rollout)
+        trainer.fit()
+        runs.append(trainer.learner.actor.state_dict())
+    assert all(torch.equal(runs[0][key], runs[1][key]) for key in runs[0])
+    with pytest.raises(ConfigError, match="trainer.logprob_block must be >= 0"):
+        _config(tmp_path / "bad", "trainer.logprob_block=-1")
+
+
 class _OneGroupFails:
     """The scripted rollout, but every sample of the groups in `failing` fails (reward 0)."""
 
