@@ -58,7 +58,7 @@ def aggregate(loss: Tensor, loss_mask: Tensor, mode: str) -> Tensor:
 
 
 def _label_logprobs(x: Tensor, labels: Tensor, temperature: float) -> Tensor:
-    """The plain formula on one block: `(T, V), (T,) -> (T,)`."""
+    """The plain formula, on a whole tensor or one block: `(..., V), (...) -> (...)`, float32."""
     return F.log_softmax(x.float() / temperature, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
 
 

@@ -3,9 +3,10 @@
 A step on the CPU allocates and frees gigabytes of activations and logits whose sizes change with
 every batch. glibc's allocator serves such blocks from its heaps once it has raised its mmap
 threshold (it does after the first large free) and keeps what a step freed. Measured on
-SmolLM2-135M SFT (bf16, batch 8, 2 cores; `benchmarks/sft_memory.py`): the process held 6.0 GB
-after step 1 and 9.6 GB after step 12, while a step's peak was 7.7-10.9 GB; with `malloc_trim`
-after every step it held 2.7-3.0 GB between steps, at the same peak, ~2 s (8%) slower a step.
+SmolLM2-135M SFT (bf16, batch 8, 2 cores; `benchmarks/sft_memory.py`, BENCHMARKS.md "Host memory
+of long runs"): the process held 5.9 GB after step 1 and 9.8 GB after step 12, at a peak of
+7.6-11.0 GB; with `malloc_trim` after every step it held 2.7-3.0 GB between steps at about the
+same peak, ~2.6 s (11%) slower a step (the next step faults its pages back in).
 
 So: every step row reports `memory_report()`; `release_memory()` (gc, then `malloc_trim`) runs
 where something else needs the room next: after each RL step (the next rollout: vLLM beside the
