@@ -1,14 +1,17 @@
-"""Peak host memory of the labels' logprobs and their gradient: whole tensor vs blocks of positions.
+"""Peak host memory of the learner's logprobs and entropy with their gradient: whole tensor vs
+blocks of positions.
 
     python benchmarks/logprob_memory.py --rows 4 --positions 1000 --vocab 49152
 
 For one micro-batch of random bf16 logits `(rows, positions + 1, vocab)` (SmolLM2's vocabulary by
 default), each in a fresh process: `plain` is `log_softmax(logits[:, :-1].float() / T)` gathered at
-the labels, as autograd runs it on the whole tensor; `blocks` is `horizonrl.algos.losses.
-logprobs_from_logits` (`--block` positions at a time, forward and backward). Both then
-backpropagate a weighted sum. Prints each one's peak RSS above what the process held before
-(ru_maxrss), its seconds for forward and backward, and whether the two give the same logprobs
-and gradients, bit for bit.
+the labels and the entropy of the same softmax, as autograd runs them on the whole tensor;
+`blocks` is `horizonrl.algos.losses.logprobs_from_logits` and `entropy_from_logits` (`--block`
+positions at a time, forward and backward). Both then backpropagate what the RL update does: a
+weighted sum of the logprobs minus `--entropy-coef` times the entropy's (0: the logprobs alone).
+Prints each one's peak RSS above what the process held before (ru_maxrss), its seconds for
+forward and backward, and whether the two give the same logprobs, entropy and gradients, bit
+for bit.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def child(args: argparse.Namespace) -> None:
     import torch
     import torch.nn.functional as F
 
-    from horizonrl.algos.losses import logprobs_from_logits
+    from horizonrl.algos.losses import entropy_from_logits, logprobs_from_logits
 
     torch.manual_seed(0)
     logits = (torch.randn(args.rows, args.positions + 1, args.vocab) * 3).to(torch.bfloat16)
@@ -41,14 +44,22 @@ def child(args: argparse.Namespace) -> None:
     weights = torch.randn(args.rows, args.positions)
     leaf = logits.clone().requires_grad_(True)
     before, start = peak_gb(), time.perf_counter()
+    x, ent = leaf[:, :-1], torch.zeros(())
     if args.child == "plain":
-        logp = F.log_softmax(leaf[:, :-1].float() / args.temperature, dim=-1)
+        logp = F.log_softmax(x.float() / args.temperature, dim=-1)
         lp = logp.gather(-1, labels[..., None])[..., 0]
+        if args.entropy_coef:
+            logp = F.log_softmax(x.float() / args.temperature, dim=-1)  # as entropy_from_logits runs it
+            ent = -(logp.exp() * logp).sum(dim=-1)
+        del logp
     else:
-        lp = logprobs_from_logits(leaf[:, :-1], labels, args.temperature, block=args.block)
-    (lp * weights).sum().backward()
+        lp = logprobs_from_logits(x, labels, args.temperature, block=args.block)
+        if args.entropy_coef:
+            ent = entropy_from_logits(x, args.temperature, block=args.block)
+    ((lp * weights).sum() - args.entropy_coef * (ent * weights).sum()).backward()
     seconds, extra = time.perf_counter() - start, peak_gb() - before
-    torch.save({"logprobs": lp.detach(), "grad": leaf.grad, "extra_gb": extra, "s": seconds}, args.out)
+    got = {"logprobs": lp.detach(), "entropy": ent.detach(), "grad": leaf.grad}
+    torch.save({**got, "extra_gb": extra, "s": seconds}, args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, default=49152)
     p.add_argument("--temperature", type=float, default=0.9)
     p.add_argument("--block", type=int, default=256, help="positions per block (trainer.logprob_block)")
+    p.add_argument("--entropy-coef", type=float, default=0.001, help="algorithm.entropy_coef; 0: no entropy")
     p.add_argument("--child", choices=("plain", "blocks"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -73,18 +85,19 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, __file__, "--child", mode, "--out", str(out)]
             cmd += ["--rows", str(args.rows), "--positions", str(args.positions), "--vocab", str(args.vocab)]
             cmd += ["--temperature", str(args.temperature), "--block", str(args.block)]
+            cmd += ["--entropy-coef", str(args.entropy_coef)]
             subprocess.run(cmd, check=True, cwd=ROOT)
             got[mode] = torch.load(out)
-    same_lp = torch.equal(got["plain"]["logprobs"], got["blocks"]["logprobs"])
-    same_grad = torch.equal(got["plain"]["grad"], got["blocks"]["grad"])
+    same = {k: torch.equal(got["plain"][k], got["blocks"][k]) for k in ("logprobs", "entropy", "grad")}
     shape = f"{args.rows} x {args.positions} x {args.vocab}"
-    head = f"logits ({shape}, bf16), T = {args.temperature:g}"
+    what = f", entropy coef {args.entropy_coef:g}" if args.entropy_coef else ", no entropy"
+    head = f"logits ({shape}, bf16), T = {args.temperature:g}{what}"
     print(f"| {head} | peak above the inputs (GB) | forward + backward (s) |")
     print("|---|---|---|")
     for mode in ("plain", "blocks"):
         print(f"| {mode} | {got[mode]['extra_gb']:.2f} | {got[mode]['s']:.2f} |")
-    print(f"\nsame logprobs bit for bit: {same_lp}; same gradients bit for bit: {same_grad}")
-    return 0 if same_lp and same_grad else 1
+    print("\nthe same bit for bit: " + ", ".join(f"{k} {v}" for k, v in same.items()))
+    return 0 if all(same.values()) else 1
 
 
 if __name__ == "__main__":

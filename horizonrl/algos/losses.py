@@ -62,43 +62,62 @@ def _label_logprobs(x: Tensor, labels: Tensor, temperature: float) -> Tensor:
     return F.log_softmax(x.float() / temperature, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
 
 
-class _BlockwiseLabelLogprobs(torch.autograd.Function):
-    """`_label_logprobs` over `(B, T, V)` logits one block of `block` positions at a time,
-    forward and backward: what autograd would keep (the float32 log-softmax of every position) and
-    the float32 gradients it would build at full size exist one block at a time; only the logits
-    are saved, and the backward recomputes each block's log-softmax. Every op per block is the one
-    autograd runs on the whole tensor (the gather's backward scatters into zeros, log-softmax's
-    backward kernel, the division's, the cast back to the logits' dtype), and each is row-wise, so
-    values and gradients equal the plain formula's bit for bit (tests/algos/test_losses.py)."""
+def _entropy(x: Tensor, temperature: float) -> Tensor:
+    """The plain formula, on a whole tensor or one block: `(..., V) -> (...)`, float32."""
+    logp = F.log_softmax(x.float() / temperature, dim=-1)
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
+class _Blockwise(torch.autograd.Function):
+    """`fn(logits, *row_args)` over `(B, T, V)` logits one block of `block` positions at a time,
+    forward and backward, for a `fn` that works row by row (each position's output depends on that
+    position's logits alone) and returns `(B, T)`: what autograd would keep for the whole tensor
+    (the float32 log-softmax of every position) and the float32 gradients it would build at full
+    size exist one block at a time. Only the logits are saved; the backward reruns `fn` on each
+    block under autograd and takes that block's gradient. Every op autograd runs per block is the
+    one it runs on the whole tensor, and each is row-wise, so values and gradients equal the whole
+    tensor's bit for bit (tests/algos/test_losses.py)."""
 
     @staticmethod
-    def forward(ctx: Any, logits: Tensor, labels: Tensor, temperature: float, block: int) -> Tensor:
+    def forward(ctx: Any, fn: Callable[..., Tensor], block: int, logits: Tensor, *row_args: Tensor) -> Tensor:
         B, T, _ = logits.shape
         out = torch.empty(B, T, dtype=torch.float32, device=logits.device)
         with torch.no_grad():
             for b in range(B):
                 for t in range(0, T, block):
                     rows = slice(t, t + block)
-                    out[b, rows] = _label_logprobs(logits[b, rows], labels[b, rows], temperature)
-        ctx.save_for_backward(logits, labels)
-        ctx.temperature, ctx.block = temperature, block
+                    out[b, rows] = fn(logits[b, rows], *(a[b, rows] for a in row_args))
+        ctx.save_for_backward(logits, *row_args)
+        ctx.fn, ctx.block = fn, block
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:
-        logits, labels = ctx.saved_tensors
-        temperature: float = ctx.temperature
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        logits, *row_args = ctx.saved_tensors
+        fn: Callable[..., Tensor] = ctx.fn
         block: int = ctx.block
         B, T, _ = logits.shape
         grad_logits = torch.empty_like(logits)
         for b in range(B):
             for t in range(0, T, block):
                 rows = slice(t, t + block)
-                logp = F.log_softmax(logits[b, rows].float() / temperature, dim=-1)
-                g = torch.zeros_like(logp).scatter_add_(-1, labels[b, rows, None], grad[b, rows, None])
-                g = torch._log_softmax_backward_data(g, logp, -1, logp.dtype)
-                grad_logits[b, rows] = (g / temperature).to(logits.dtype)
-        return grad_logits, None, None, None
+                with torch.enable_grad():
+                    x = logits[b, rows].detach().requires_grad_(True)
+                    y = fn(x, *(a[b, rows] for a in row_args))
+                    (grad_logits[b, rows],) = torch.autograd.grad(y, x, grad[b, rows])
+        return (None, None, grad_logits, *(None for _ in row_args))
+
+
+def _blockwise(fn: Callable[..., Tensor], block: int, logits: Tensor, *row_args: Tensor) -> Tensor:
+    """`fn(logits, *row_args)`, `block > 0` positions at a time (`_Blockwise`) for `(B, T, V)` or
+    `(T, V)` logits; the whole tensor at once for `block <= 0` or other shapes."""
+    if block <= 0 or logits.dim() not in (2, 3):
+        return fn(logits, *row_args)
+    if logits.dim() == 2:
+        one = [a.unsqueeze(0) for a in row_args]
+        return _blockwise(fn, block, logits.unsqueeze(0), *one).squeeze(0)
+    out: Tensor = _Blockwise.apply(fn, block, logits, *row_args)
+    return out
 
 
 def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0, block: int = 0) -> Tensor:
@@ -106,21 +125,16 @@ def logprobs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.
 
     `temperature` names the distribution: the rollout's sampling temperature gives the logprobs of
     the policy that sampled (what PPO's ratio needs), 1.0 the raw model's. `block > 0` computes it
-    `block` positions at a time, forward and backward (`_BlockwiseLabelLogprobs`): with a ~50k
-    vocabulary the float32 log-softmax of every position and its gradient are gigabytes a
-    micro-batch, a block's are megabytes; the values and gradients are the whole tensor's."""
-    if block <= 0 or logits.dim() not in (2, 3):
-        return _label_logprobs(logits, labels, temperature)
-    if logits.dim() == 2:
-        return logprobs_from_logits(logits.unsqueeze(0), labels.unsqueeze(0), temperature, block).squeeze(0)
-    out: Tensor = _BlockwiseLabelLogprobs.apply(logits, labels, temperature, block)
-    return out
+    `block` positions at a time, forward and backward (`_Blockwise`): with a ~50k vocabulary the
+    float32 log-softmax of every position and its gradient are gigabytes a micro-batch, a block's
+    are megabytes; the values and gradients are the whole tensor's."""
+    return _blockwise(lambda x, y: _label_logprobs(x, y, temperature), block, logits, labels)
 
 
-def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
-    """Entropy of `softmax(logits / temperature)`: `(B, T, V) -> (B, T)`, in float32."""
-    logp = F.log_softmax(logits.float() / temperature, dim=-1)
-    return -(logp.exp() * logp).sum(dim=-1)
+def entropy_from_logits(logits: Tensor, temperature: float = 1.0, block: int = 0) -> Tensor:
+    """Entropy of `softmax(logits / temperature)`: `(B, T, V) -> (B, T)`, in float32; `block > 0`
+    computes it (and its gradient) `block` positions at a time, as `logprobs_from_logits` does."""
+    return _blockwise(lambda x: _entropy(x, temperature), block, logits)
 
 
 @dataclass(frozen=True)

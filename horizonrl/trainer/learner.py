@@ -251,7 +251,7 @@ class Learner:
         ent = None
         if entropy:
             ent = torch.zeros_like(logprobs)
-            ent[:, start + 1 :] = entropy_from_logits(logits, temperature)
+            ent[:, start + 1 :] = entropy_from_logits(logits, temperature, block)
         return logprobs, ent
 
     def token_values(self, mb: Batch) -> tuple[Tensor, Tensor]:

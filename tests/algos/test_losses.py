@@ -141,6 +141,73 @@ def test_blockwise_logprobs_equal_the_plain_formula_bit_for_bit(dtype, temperatu
         assert torch.equal(logprobs_from_logits(full[:, :-1], labels, temperature, block=3), want)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_blockwise_entropy_with_the_logprobs_equals_the_plain_formulas_bit_for_bit(dtype, temperature):
+    """The learner's update takes the labels' logprobs and the entropy from the same logits, the
+    loss weighing both: values and the summed gradient in blocks are exactly autograd's on the
+    whole tensor, for a (2, T, V) and a (T, V) view."""
+    torch.manual_seed(1)
+    full = (torch.randn(2, 12, 50) * 4).to(dtype)
+    labels = torch.randint(0, 50, (2, 11))
+    w_lp, w_ent = torch.randn(2, 11), torch.randn(2, 11)
+
+    def plain_lp(x, y):
+        return F.log_softmax(x.float() / temperature, dim=-1).gather(-1, y[..., None])[..., 0]
+
+    def plain_ent(x):
+        logp = F.log_softmax(x.float() / temperature, dim=-1)
+        return -(logp.exp() * logp).sum(dim=-1)
+
+    def run(lp_fn, ent_fn, row=None):
+        leaf = full.clone().requires_grad_(True)
+        x, y, a, b = leaf[:, :-1], labels, w_lp, w_ent
+        if row is not None:
+            x, y, a, b = x[row], y[row], a[row], b[row]
+        lp, ent = lp_fn(x, y), ent_fn(x)
+        ((lp * a).sum() - 0.001 * (ent * b).sum()).backward()
+        return lp.detach(), ent.detach(), leaf.grad
+
+    for row in (None, 1):
+        want = run(plain_lp, plain_ent, row)
+        got = run(
+            lambda x, y: logprobs_from_logits(x, y, temperature, block=4),  # 4, 4, 3
+            lambda x: entropy_from_logits(x, temperature, block=4),
+            row,
+        )
+        assert got[1].dtype == torch.float32 and got[2].dtype == dtype
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(g, w)
+    with torch.no_grad():
+        assert torch.equal(entropy_from_logits(full[:, :-1], temperature, block=5), plain_ent(full[:, :-1]))
+
+
+@pytest.mark.parametrize("block", [0, 4])
+def test_in_blocks_the_graph_keeps_only_the_logits(block):
+    """What autograd keeps for the backward: the whole tensor's way saves float32 (T, V) tensors
+    (the log-softmax, its exp) for each of the logprobs and the entropy; in blocks only the bf16
+    logits are saved (the same storage for both), whatever T is."""
+    logits = torch.randn(2, 40, 64).to(torch.bfloat16).requires_grad_(True)
+    labels = torch.randint(0, 64, (2, 40))
+    saved: list[torch.Tensor] = []
+
+    def keep(t):
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        logprobs_from_logits(logits, labels, 0.9, block=block)
+        entropy_from_logits(logits, 0.9, block=block)
+    big = [t for t in saved if t.dtype == torch.float32 and t.numel() >= logits.numel()]
+    if block:
+        assert not big
+        assert {t.untyped_storage().data_ptr() for t in saved if t.dim() == 3} == {
+            logits.untyped_storage().data_ptr()
+        }
+    else:
+        assert len(big) >= 2  # what the blocks save the learner from
+
+
 def test_logprobs_and_entropy_at_a_temperature_hand_computed():
     """Two tokens, logits [2, 0] at T = 0.5: softmax([4, 0]) -> p = (1/(1+e^-4), e^-4/(1+e^-4))."""
     logits = torch.tensor([[[2.0, 0.0], [2.0, 0.0]]])  # (1, 2, V=2)
