@@ -8,7 +8,8 @@ default), each in a fresh process: `plain` is `log_softmax(logits[:, :-1].float(
 the labels and the entropy of the same softmax, as autograd runs them on the whole tensor;
 `blocks` is `horizonrl.algos.losses.logprobs_from_logits` and `entropy_from_logits` (`--block`
 positions at a time, forward and backward). Both then backpropagate what the RL update does: a
-weighted sum of the logprobs minus `--entropy-coef` times the entropy's (0: the logprobs alone).
+weighted sum of the logprobs minus `--entropy-coef` times the entropy's; with 0 the entropy is
+computed outside the graph, for logging, as the learner does (`--entropy-graph`: inside it).
 Prints each one's peak RSS above what the process held before (ru_maxrss), its seconds for
 forward and backward, and whether the two give the same logprobs, entropy and gradients, bit
 for bit.
@@ -44,17 +45,17 @@ def child(args: argparse.Namespace) -> None:
     weights = torch.randn(args.rows, args.positions)
     leaf = logits.clone().requires_grad_(True)
     before, start = peak_gb(), time.perf_counter()
-    x, ent = leaf[:, :-1], torch.zeros(())
+    x = leaf[:, :-1]
     if args.child == "plain":
         logp = F.log_softmax(x.float() / args.temperature, dim=-1)
         lp = logp.gather(-1, labels[..., None])[..., 0]
-        if args.entropy_coef:
+        with torch.set_grad_enabled(args.entropy_coef != 0 or args.entropy_graph):
             logp = F.log_softmax(x.float() / args.temperature, dim=-1)  # as entropy_from_logits runs it
             ent = -(logp.exp() * logp).sum(dim=-1)
         del logp
     else:
         lp = logprobs_from_logits(x, labels, args.temperature, block=args.block)
-        if args.entropy_coef:
+        with torch.set_grad_enabled(args.entropy_coef != 0 or args.entropy_graph):
             ent = entropy_from_logits(x, args.temperature, block=args.block)
     ((lp * weights).sum() - args.entropy_coef * (ent * weights).sum()).backward()
     seconds, extra = time.perf_counter() - start, peak_gb() - before
@@ -69,7 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, default=49152)
     p.add_argument("--temperature", type=float, default=0.9)
     p.add_argument("--block", type=int, default=256, help="positions per block (trainer.logprob_block)")
-    p.add_argument("--entropy-coef", type=float, default=0.001, help="algorithm.entropy_coef; 0: no entropy")
+    p.add_argument(
+        "--entropy-coef", type=float, default=0.001, help="algorithm.entropy_coef; 0: the entropy only logged"
+    )
+    p.add_argument(
+        "--entropy-graph", action="store_true", help="with coef 0, build the entropy's graph (as before)"
+    )
     p.add_argument("--child", choices=("plain", "blocks"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -85,12 +91,13 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, __file__, "--child", mode, "--out", str(out)]
             cmd += ["--rows", str(args.rows), "--positions", str(args.positions), "--vocab", str(args.vocab)]
             cmd += ["--temperature", str(args.temperature), "--block", str(args.block)]
-            cmd += ["--entropy-coef", str(args.entropy_coef)]
+            cmd += ["--entropy-coef", str(args.entropy_coef)] + ["--entropy-graph"] * args.entropy_graph
             subprocess.run(cmd, check=True, cwd=ROOT)
             got[mode] = torch.load(out)
     same = {k: torch.equal(got["plain"][k], got["blocks"][k]) for k in ("logprobs", "entropy", "grad")}
     shape = f"{args.rows} x {args.positions} x {args.vocab}"
-    what = f", entropy coef {args.entropy_coef:g}" if args.entropy_coef else ", no entropy"
+    graph = "trained on" if args.entropy_coef or args.entropy_graph else "logged only, no graph"
+    what = f", entropy coef {args.entropy_coef:g} ({graph})"
     head = f"logits ({shape}, bf16), T = {args.temperature:g}{what}"
     print(f"| {head} | peak above the inputs (GB) | forward + backward (s) |")
     print("|---|---|---|")

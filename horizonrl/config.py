@@ -259,6 +259,8 @@ class AlgorithmConfig:
     loss_agg: str = "token-mean"
     """How per-token losses are reduced: token-mean, seq-mean-token-sum, seq-mean-token-mean."""
     entropy_coef: float = 0.001
+    """Weight of the entropy bonus (subtracted from the loss); with 0 the entropy is only logged
+    (`entropy/mean`), computed outside the graph, so the update skips its backward."""
     kl_coef: float = 0.001
     """Weight of the KL to the reference policy; 0 skips the reference model entirely."""
     kl_estimator: str = "k3"

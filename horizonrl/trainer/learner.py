@@ -226,10 +226,12 @@ class Learner:
             yield self.reference
 
     def token_logprobs(
-        self, model: Any, mb: Batch, *, entropy: bool, temperature: float = 1.0
+        self, model: Any, mb: Batch, *, entropy: bool, temperature: float = 1.0, entropy_grad: bool = True
     ) -> tuple[Tensor, Tensor | None]:
         """Logprob (and entropy) of each token given the ones before it under
-        `softmax(logits / temperature)`: `(b, L)`, 0 at position 0.
+        `softmax(logits / temperature)`: `(b, L)`, 0 at position 0. `entropy_grad=False` computes
+        the entropy outside the graph (for logging, when no loss term weighs it): no backward over
+        the vocabulary for a term whose gradient would be zero.
 
         Only positions from the shortest prompt on go through the LM head: prompt tokens never
         carry loss, and the head over a ~50k vocabulary is a large share of a small model's work.
@@ -251,7 +253,8 @@ class Learner:
         ent = None
         if entropy:
             ent = torch.zeros_like(logprobs)
-            ent[:, start + 1 :] = entropy_from_logits(logits, temperature, block)
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                ent[:, start + 1 :] = entropy_from_logits(logits, temperature, block)
         return logprobs, ent
 
     def token_values(self, mb: Batch) -> tuple[Tensor, Tensor]:

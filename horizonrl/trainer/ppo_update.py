@@ -52,7 +52,7 @@ class Learner(Protocol):
     def _step_schedulers(self) -> None: ...
 
     def token_logprobs(
-        self, model: Any, mb: Batch, *, entropy: bool, temperature: float = 1.0
+        self, model: Any, mb: Batch, *, entropy: bool, temperature: float = 1.0, entropy_grad: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None]: ...
 
     def token_values(self, mb: Batch) -> tuple[torch.Tensor, torch.Tensor]: ...
@@ -152,8 +152,8 @@ def micro_step(self: Learner, mb: Batch, weight: float) -> dict[str, float]:
     a = self.cfg.algorithm
     assert mb.advantages is not None and mb.old_logprobs is not None
     mask = mb.loss_mask.to(self.device)
-    logprobs, entropy = self.token_logprobs(
-        self.actor, mb, entropy=True, temperature=self.logprob_temperature
+    logprobs, entropy = self.token_logprobs(  # the entropy is logged always, trained on when weighed
+        self.actor, mb, entropy=True, temperature=self.logprob_temperature, entropy_grad=a.entropy_coef != 0
     )
     assert entropy is not None
     pg, pg_stats = self.policy_loss(

@@ -77,6 +77,46 @@ def test_logprobs_in_blocks_give_the_same_update_bit_for_bit(tmp_path, scripted_
         _config(tmp_path / "bad", "trainer.logprob_block=-1")
 
 
+def test_an_unweighed_entropy_stays_outside_the_graph_and_the_update_is_unchanged(
+    tmp_path, scripted_rollout, monkeypatch
+):
+    """With `entropy_coef: 0` (the quickstart's) the entropy is still logged but computed without
+    a graph, so the backward skips a softmax over the vocabulary whose gradient is zero; the update
+    is bit for bit the one that builds the graph. With a non-zero coefficient it is trained on."""
+    import horizonrl.trainer.learner as learner_module
+
+    grad_enabled: list[bool] = []
+    original = learner_module.entropy_from_logits
+
+    def spy(*args, **kwargs):
+        grad_enabled.append(torch.is_grad_enabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(learner_module, "entropy_from_logits", spy)
+
+    def fit(coef: float, name: str) -> dict[str, torch.Tensor]:
+        grad_enabled.clear()
+        extra = (f"algorithm.entropy_coef={coef}", "trainer.deterministic=true")
+        trainer = RLTrainer(_config(tmp_path / name, *extra), rollout=scripted_rollout)
+        assert trainer.fit()["entropy/mean"] > 0
+        return trainer.learner.actor.state_dict()
+
+    unweighed = fit(0.0, "unweighed")
+    assert grad_enabled and not any(grad_enabled)
+    weighed = fit(0.01, "weighed")
+    assert grad_enabled and all(grad_enabled)
+    token_logprobs = learner_module.Learner.token_logprobs  # the graph built as before this change
+    monkeypatch.setattr(
+        learner_module.Learner,
+        "token_logprobs",
+        lambda self, *a, **k: token_logprobs(self, *a, **{**k, "entropy_grad": True}),
+    )
+    with_graph = fit(0.0, "with_graph")
+    assert grad_enabled and all(grad_enabled)
+    assert all(torch.equal(unweighed[k], with_graph[k]) for k in unweighed)
+    assert not all(torch.equal(unweighed[k], weighed[k]) for k in unweighed)
+
+
 class _OneGroupFails:
     """The scripted rollout, but every sample of the groups in `failing` fails (reward 0)."""
 
