@@ -610,7 +610,8 @@ class EvalConfig(EvalRolloutSettings):
     every: int = 0
     """Evaluate on `split` every N training steps (0: never during training)."""
     at_end: bool = True
-    """Evaluate once after the last step (the run's eval report)."""
+    """Evaluate once after the last step (the run's eval report); an RL run whose last step was
+    just evaluated (`every`) takes that report instead of playing the same weights again."""
     families: list[str] = field(default_factory=list)
     """Families to evaluate; empty means `data.families`."""
 

@@ -136,8 +136,9 @@ class RLTrainer(TrainingRun):
                 metrics |= self.evaluate(f"eval/step_{self.step}", validation=cfg.data.val_fraction > 0)
         producer.close()
         self.say_out_of_time()
-        if cfg.eval.at_end:
-            metrics |= self.evaluate("eval/final")
+        if cfg.eval.at_end:  # right after the last step's eval of the same items, that eval is the final one
+            just_made = self.last_eval is not None and self.last_eval[0] == f"eval/step_{self.step}"
+            metrics |= self.repeat_eval("eval/final") if just_made else self.evaluate("eval/final")
         self.monitor.close()
         return metrics
 

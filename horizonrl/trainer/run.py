@@ -11,7 +11,9 @@
   `evaluate(name, validation=True)` (the periodic eval with `data.val_fraction > 0`) plays the
   held-out validation items instead and keeps `checkpoints/best`, the model of the step with the
   highest validation `eval/success` (ties: the earlier step), logged as `eval/best_step` /
-  `eval/best_success` and said on the console; `horizonrl eval --model RUN_DIR` evaluates it.
+  `eval/best_success` and said on the console; `horizonrl eval --model RUN_DIR` evaluates it;
+- `repeat_eval(name)` records the eval just made (`last_eval`) under another name, for weights
+  that have not changed since (RL's final eval right after the last step's).
 
 Under torchrun (`resources.learner_world_size > 1`) every rank builds a `TrainingRun`: the learner
 is data-parallel, the rollout is split over the ranks (`sharded_rollout`), and only rank 0 writes
@@ -204,6 +206,8 @@ class TrainingRun:
         self._given_rollout = rollout
         """A rollout given at construction belongs to the caller; one built here is closed by `close`."""
         self.best: dict[str, Any] | None = None
+        self.last_eval: tuple[str, dict[str, Any]] | None = None
+        """The name and report of the last test-split eval this process made."""
         """The best checkpoint's record (`checkpoints/best/best.json`), read by `resume`."""
         if self.is_main:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
@@ -351,6 +355,27 @@ class TrainingRun:
             write=self.is_main,
             validation=validation,
         )
+        self.last_eval = None if validation else (name, report)
+        return self.record_eval(name, report, validation=validation)
+
+    def repeat_eval(self, name: str) -> dict[str, float]:
+        """`name` as the eval just made (`last_eval`), without playing the items again: for weights,
+        items and settings that have not changed since, it is the same eval. Its report and
+        trajectories are written under `<run>/<name>/` too, and its metrics logged again."""
+        from horizonrl.eval.report import write_report
+
+        assert self.last_eval is not None, "repeat_eval follows an evaluate of the test split"
+        source, report = self.last_eval
+        self.say(f"eval {name}: the weights {source} played; its report, not replayed")
+        if self.is_main:
+            write_report(report, self.run_dir / name)
+            trajectories = "trajectories.jsonl"
+            shutil.copyfile(self.run_dir / source / trajectories, self.run_dir / name / trajectories)
+        return self.record_eval(name, report)
+
+    def record_eval(self, name: str, report: dict[str, Any], *, validation: bool = False) -> dict[str, float]:
+        """An eval report's metrics, logged at this step and said on the console; with `validation`,
+        the best checkpoint kept (`keep_best`)."""
         metrics = {"eval/success": report["success_rate"], "eval/score": report["mean_score"]}
         if len(report["families"]) > 1:  # several families: each one's rates too (a chart line each)
             for family, block in report["families"].items():

@@ -152,3 +152,24 @@ def test_under_several_ranks_rank_zero_decides_when_the_time_is_up(tmp_path, scr
     untimed = RLTrainer(scripted_rl_config(tmp_path / "u"), rollout=scripted_rollout)
     untimed.step, untimed.parallel = 1, _RankZeroSays(True)
     assert untimed.out_of_time() is False and untimed.parallel.calls == 0  # no budget: no collective
+
+
+@pytest.mark.parametrize(("steps", "plays"), [(2, 1), (3, 2)])
+def test_the_final_eval_right_after_the_last_steps_is_not_played_twice(
+    tmp_path, scripted_rollout, steps, plays
+):
+    """eval.every=2: a run that ends on step 2 has just evaluated these weights on these items, so
+    `eval/final` is that report (written again, trajectories too) without playing the items again;
+    a run that ends on step 3 has trained since and plays them."""
+    evals = ["eval.every=2", "eval.at_end=true", "eval.limit=2", "eval.max_turns=3"]
+    cfg = scripted_rl_config(tmp_path, f"trainer.total_steps={steps}", *evals)
+    metrics = RLTrainer(cfg, rollout=scripted_rollout).fit()
+    eval_calls = [c for c in scripted_rollout.calls if len(c) == 2]  # a training call: 2 items x 2 samples
+    assert len(eval_calls) == plays
+    final = json.loads((tmp_path / "eval" / "final" / "report.json").read_text())
+    step_2 = json.loads((tmp_path / "eval" / "step_2" / "report.json").read_text())
+    assert final["step"] == steps and metrics["eval/success"] == final["success_rate"]
+    assert (final == step_2) == (steps == 2)
+    assert (tmp_path / "eval" / "final" / "trajectories.jsonl").read_text()
+    logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert sum("eval/success" in row for row in logged) == 2  # step 2's and the final one
