@@ -510,9 +510,10 @@ class TrainerConfig:
     policy's entropy, forward and backward (`horizonrl.algos.losses.logprobs_from_logits`,
     `entropy_from_logits`): the float32 log-softmax over the vocabulary and its gradient then exist
     a block at a time (for 4 x 1000 tokens of a 49k vocabulary, 0.1 GB instead of 1.6 GB for the
-    logprobs, 0.2 GB instead of 3.9 GB with the entropy) for one more log-softmax each in the
-    backward (~0.8 s per 4,000 such tokens on 2 CPU cores); the values and gradients are the same
-    bit for bit. 0: the whole micro-batch at once."""
+    logprobs, 0.2 GB instead of 3.9 GB with the entropy trained on) for one more log-softmax each
+    in the backward (per 4,000 such tokens on 2 CPU cores ~1.1 s more with the entropy only logged,
+    ~2.3 s with it trained on; BENCHMARKS.md); the values and gradients are the same bit for bit.
+    0: the whole micro-batch at once."""
     mini_batches: int = 1
     """Optimizer steps per PPO epoch (the rollout batch is split into this many mini-batches)."""
     save_every: int = 50
