@@ -206,9 +206,9 @@ class TrainingRun:
         self._given_rollout = rollout
         """A rollout given at construction belongs to the caller; one built here is closed by `close`."""
         self.best: dict[str, Any] | None = None
-        self.last_eval: tuple[str, dict[str, Any]] | None = None
-        """The name and report of the last test-split eval this process made."""
         """The best checkpoint's record (`checkpoints/best/best.json`), read by `resume`."""
+        self.last_eval: tuple[str, dict[str, Any]] | None = None
+        """The name and report of the last test-split eval this process made (`repeat_eval`)."""
         if self.is_main:
             (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
             self.monitor = Monitor(self.run_dir, cfg.logging, config_dict(cfg))
