@@ -162,6 +162,12 @@ ARMS = {
             "GRPO at lr 5e-6, a fixed cap of 5 turns (the eval's: depth-2 items fit from step 1)",
         ),
         Arm(
+            "grpo-cap5",
+            "rl",
+            ("schedule.type=fixed", "schedule.rounds=[5]"),
+            "GRPO at the protocol's lr 2e-5, the eval's fixed cap of 5 (from a long SFT, 5e-6 only held it)",
+        ),
+        Arm(
             "grpo-low-lr-n8-cap5",
             "rl",
             ("trainer.lr=5.0e-6", "rollout.n=8", "schedule.type=fixed", "schedule.rounds=[5]"),
