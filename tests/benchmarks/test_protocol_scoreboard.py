@@ -1,0 +1,66 @@
+"""The scoreboard over learning-protocol archives: each RL arm against the SFT timed against it."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import protocol_scoreboard as board
+
+
+def result(arm: str, kind: str, seed: int | None, wins: list[int], **extra) -> dict:
+    items = {f"textcraft_{i}": float(w) for i, w in enumerate(wins)}
+    return {
+        "arm": arm,
+        "label": arm,
+        "kind": kind,
+        "seed": seed,
+        "step_seconds": 10.0,
+        "steps": 4 if kind == "rl" else 0,
+        "sampled_tokens": 100 if kind == "rl" else 0,
+        "wall_s": 20.0,
+        "items": items,
+        "categories": {i: "depth 1" for i in items},
+        "start_sha256": "ab" * 32,
+        "machine": "cpu x2",
+        **extra,
+    }
+
+
+def write(path, runs: list[dict]) -> None:
+    path.write_text(json.dumps({"commands": ["python benchmarks/protocol.py ..."], "runs": runs}))
+
+
+def test_each_rl_arm_faces_the_sft_timed_against_it_and_the_bar_is_applied(tmp_path):
+    """Archive a: grpo (2 seeds, 9 of 10 items each) against sft-equal timed against grpo (2 of 10):
+    +70 points, intervals apart, the bar met; grpo-low-lr (no SFT timed against it) gets a row
+    without a baseline. Archive b: level with its SFT, the bar not met."""
+    start = result("sft", "eval", None, [1, 1, 0, 0, 0, 0, 0, 0, 0, 0])
+    rl = [result("grpo", "rl", s, [1] * 9 + [0]) for s in (0, 1)]
+    eq = [result("sft-equal", "sft", s, [1, 1] + [0] * 8, budget_arm="grpo", budget_s=10.0) for s in (0, 1)]
+    low = [result("grpo-low-lr", "rl", 0, [1, 1, 1] + [0] * 7)]
+    write(tmp_path / "learning_protocol_a.runs.json", [start, *rl, *eq, *low])
+    level = [result("grpo", "rl", 0, [1] * 5 + [0] * 5), result("sft-equal", "sft", 0, [1] * 5 + [0] * 5)]
+    write(tmp_path / "learning_protocol_b.runs.json", [start, *level])
+
+    rows = [r for p in board.archives(tmp_path) for r in board.rows(p, n_boot=200)]
+    a = {(r["archive"], r["arm"]): r for r in rows}
+    won = a["learning_protocol_a", "grpo"]
+    assert won["equal_arm"] == "sft-equal" and won["equal_seeds"] == 2 and won["seeds"] == 2
+    assert abs(won["diff"] - 0.7) < 1e-9 and won["bar"] is True
+    assert abs(won["vs_start"][0] - 0.7) < 1e-9 and abs(won["start"] - 0.2) < 1e-9
+    assert a["learning_protocol_a", "grpo-low-lr"]["equal_arm"] is None
+    tie = a["learning_protocol_b", "grpo"]
+    assert tie["diff"] == 0.0 and tie["bar"] is False
+
+    assert board.main(["--results", str(tmp_path)]) == 0
+    text = (tmp_path / "learning_protocol_scoreboard.md").read_text()
+    assert "| a | textcraft | cpu x2 | abababab…, 20.0 | grpo | 2 | 4 | **90.0**" in text
+    assert "| sft-equal (2) | 20.0 " in text and "| **+70.0 [" in text and "| met |" in text
+    assert "1 of 2 RL-vs-equal-compute pairs meet the bar." in text
+
+
+def test_the_bar_needs_ten_points_and_intervals_apart():
+    rl, eq = {"ci95": (0.5, 0.7)}, {"ci95": (0.3, 0.45)}
+    assert board.meets_bar(rl, eq, 0.15)
+    assert not board.meets_bar(rl, eq, 0.09)  # apart, but under 10 points
+    assert not board.meets_bar(rl, {"ci95": (0.3, 0.55)}, 0.15)  # 15 points, the intervals overlap
