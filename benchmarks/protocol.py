@@ -70,6 +70,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
+from benchmarks import protocol_report  # noqa: E402
 from benchmarks.protocol_report import (  # noqa: E402
     DEFAULT_BUDGET_ARM,
     archive_path,
@@ -79,6 +80,7 @@ from benchmarks.protocol_report import (  # noqa: E402
     run_key,
     write_report,
 )
+from benchmarks.protocol_scoreboard import write_scoreboard  # noqa: E402
 from horizonrl.config import Config, ConfigError, load_config  # noqa: E402
 from horizonrl.trainer.memory import release_memory  # noqa: E402
 
@@ -704,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
         write_report(Path(args.out), args, list(ARMS))
     else:
         run_protocol(args)
+    if args.results:  # an archive changed: so does the page of all of them
+        write_scoreboard(protocol_report.RESULTS)
     return 0
 
 

@@ -30,6 +30,8 @@ from benchmarks.protocol_report import (  # noqa: E402
     summarize,
 )
 
+SCOREBOARD = "learning_protocol_scoreboard.md"
+"""The page's file name under the results folder."""
 BAR_POINTS = 0.10
 """Issue 18's bar: RL ≥ its equal-compute SFT + 10 points, the intervals not overlapping."""
 
@@ -149,14 +151,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=Path, default=RESULTS, help="the folder of the archives")
     p.add_argument("--out", type=Path, default=None, help="the Markdown file (default: under --results)")
     args = p.parse_args(argv)
-    paths = archives(args.results)
-    if not paths:
+    text = write_scoreboard(args.results, args.out)
+    if text is None:
         raise SystemExit(f"protocol_scoreboard: no learning_protocol_*.runs.json under {args.results}")
-    text = markdown([row for path in paths for row in rows(path)])
-    out = args.out or args.results / "learning_protocol_scoreboard.md"
-    out.write_text(text)
     print(text)
     return 0
+
+
+def write_scoreboard(results: Path, out: Path | None = None) -> str | None:
+    """Write the page of every archive under `results` to `out` (default:
+    `results/learning_protocol_scoreboard.md`) and return it; None when there is no archive."""
+    paths = archives(results)
+    if not paths:
+        return None
+    text = markdown([row for path in paths for row in rows(path)])
+    (out or results / SCOREBOARD).write_text(text)
+    return text
 
 
 if __name__ == "__main__":

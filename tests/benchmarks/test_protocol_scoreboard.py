@@ -22,6 +22,8 @@ def result(arm: str, kind: str, seed: int | None, wins: list[int], **extra) -> d
         "categories": {i: "depth 1" for i in items},
         "start_sha256": "ab" * 32,
         "machine": "cpu x2",
+        "load_avg": 1.0,
+        "metrics": [],
         **extra,
     }
 
@@ -64,3 +66,24 @@ def test_the_bar_needs_ten_points_and_intervals_apart():
     assert board.meets_bar(rl, eq, 0.15)
     assert not board.meets_bar(rl, eq, 0.09)  # apart, but under 10 points
     assert not board.meets_bar(rl, {"ci95": (0.3, 0.55)}, 0.15)  # 15 points, the intervals overlap
+
+
+def test_the_protocol_rewrites_the_page_when_it_writes_an_archive(tmp_path, monkeypatch):
+    """`protocol.py --results NAME` (here `--report-only` over an archive) leaves the scoreboard
+    with NAME's rows, so the committed page never lags the archives."""
+    from benchmarks import protocol, protocol_report
+
+    monkeypatch.setattr(protocol_report, "RESULTS", tmp_path)
+    runs = [
+        result("sft", "eval", None, [1, 0, 0, 0]),
+        result("grpo", "rl", 0, [1, 1, 0, 0]),
+        result("sft-equal", "sft", 0, [1, 0, 0, 0], budget_arm="grpo", budget_s=10.0),
+    ]
+    write(tmp_path / "learning_protocol_t.runs.json", runs)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--report-only", "--out", str(out), "--results", "learning_protocol_t"]
+    assert protocol.main(argv) == 0
+    page = (tmp_path / board.SCOREBOARD).read_text()
+    assert "| t | textcraft | cpu x2 | abababab…, 25.0 | grpo | 1 | 4 | **50.0**" in page
+    assert "| sft-equal (1) | 25.0 " in page
