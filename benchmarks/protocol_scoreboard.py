@@ -47,17 +47,19 @@ def meets_bar(rl: dict[str, Any], equal: dict[str, Any], diff: float) -> bool:
 
 
 def rows(archive: Path, n_boot: int = 2000) -> list[dict[str, Any]]:
-    """One row per RL arm x family x equal-compute arm timed against it in `archive` (an RL arm
-    with none gets one row without a baseline)."""
+    """One row per RL arm x family x equal-compute arm timed against it in `archive`: every seed of
+    that arm got this RL arm's seconds (`budget_arm_of`). An RL arm with none gets one row without
+    a baseline; an equal-compute arm whose seeds were timed against different RL arms, none."""
     name = archive.name.removesuffix(".runs.json")
-    found = load_results(archive.parent / "no runs", archive=json.loads(archive.read_text())["runs"])
+    runs = json.loads(archive.read_text())["runs"]
+    found = load_results(archive.parent / "no run folders", archive=runs)  # the archive alone
     summary = summarize(found, n_boot=n_boot)
     start = next((r for rs in found.values() for r in rs if r.get("kind") == "eval"), None)
     out = []
     for arm, results in found.items():
         if results[0]["kind"] != "rl":
             continue
-        timed = [e for e in equal_arms(found) if any(budget_arm_of(r, found) == arm for r in found[e])]
+        timed = [e for e in equal_arms(found) if all(budget_arm_of(r, found) == arm for r in found[e])]
         for fam, block in summary[arm]["families"].items():
             base = summary[start["arm"]]["families"].get(fam) if start else None
             items, table = outcome_table(results, fam)
@@ -78,7 +80,6 @@ def rows(archive: Path, n_boot: int = 2000) -> list[dict[str, Any]]:
             if not timed:
                 out.append({**row, "equal_arm": None})
             for other in timed:
-                seeds = [r["seed"] for r in found[other] if budget_arm_of(r, found) == arm]
                 eq = summary[other]["families"].get(fam)
                 d = block.get("diffs", {}).get(other)
                 if eq is None or d is None:
@@ -87,7 +88,7 @@ def rows(archive: Path, n_boot: int = 2000) -> list[dict[str, Any]]:
                     {
                         **row,
                         "equal_arm": other,
-                        "equal_seeds": len(seeds),
+                        "equal_seeds": len(found[other]),
                         "equal_mean": eq["mean"],
                         "equal_ci95": eq["ci95"],
                         "diff": d["diff"],

@@ -43,6 +43,8 @@ def test_each_rl_arm_faces_the_sft_timed_against_it_and_the_bar_is_applied(tmp_p
     write(tmp_path / "learning_protocol_a.runs.json", [start, *rl, *eq, *low])
     level = [result("grpo", "rl", 0, [1] * 5 + [0] * 5), result("sft-equal", "sft", 0, [1] * 5 + [0] * 5)]
     write(tmp_path / "learning_protocol_b.runs.json", [start, *level])
+    mixed = [{**eq[0]}, {**eq[1], "budget_arm": "grpo-low-lr"}]  # seed 1 timed against another arm
+    write(tmp_path / "learning_protocol_c.runs.json", [start, *rl, *mixed, *low])
 
     rows = [r for p in board.archives(tmp_path) for r in board.rows(p, n_boot=200)]
     a = {(r["archive"], r["arm"]): r for r in rows}
@@ -53,6 +55,8 @@ def test_each_rl_arm_faces_the_sft_timed_against_it_and_the_bar_is_applied(tmp_p
     assert a["learning_protocol_a", "grpo-low-lr"]["equal_arm"] is None
     tie = a["learning_protocol_b", "grpo"]
     assert tie["diff"] == 0.0 and tie["bar"] is False
+    # sft-equal's seeds had two RL arms' seconds: it is neither arm's equal-compute baseline
+    assert [r["equal_arm"] for r in rows if r["archive"] == "learning_protocol_c"] == [None, None]
 
     assert board.main(["--results", str(tmp_path)]) == 0
     text = (tmp_path / "learning_protocol_scoreboard.md").read_text()
