@@ -37,6 +37,7 @@ import torch
 from horizonrl.config import Config, LoggingConfig, to_yaml
 from horizonrl.distributed.launch import init_process_group, threads_per_rank, under_torchrun, world
 from horizonrl.distributed.parallel import SingleProcess, make_parallel
+from horizonrl.eval.report import combine, write_report
 from horizonrl.rollout.trajectory import Trajectory, write_jsonl
 from horizonrl.trainer.checkpoint import (
     load_checkpoint,
@@ -117,7 +118,6 @@ def evaluate_policy(
     from horizonrl.envs.core import parse_item_id
     from horizonrl.envs.registry import get_family
     from horizonrl.eval.metrics import eval_summary
-    from horizonrl.eval.report import combine, write_report
     from horizonrl.trainer.data import load_items, validation_items
 
     e = cfg.eval
@@ -362,8 +362,6 @@ class TrainingRun:
         """`name` as the eval just made (`last_eval`), without playing the items again: for weights,
         items and settings that have not changed since, it is the same eval. Its report and
         trajectories are written under `<run>/<name>/` too, and its metrics logged again."""
-        from horizonrl.eval.report import write_report
-
         assert self.last_eval is not None, "repeat_eval follows an evaluate of the test split"
         source, report = self.last_eval
         self.say(f"eval {name}: the weights {source} played; its report, not replayed")
