@@ -5,9 +5,10 @@
 Reads `benchmarks/results/learning_protocol_*.runs.json` (the archives `benchmarks/protocol.py
 --results NAME` writes; see `protocol_report`) and, for each archive and family, lists every RL arm
 with the checkpoint it started from, its mean greedy success over seeds and bootstrap interval,
-and each continued-SFT arm timed against it (`budget_arm_of`) with the paired difference. The
-last column applies issue 18's bar: RL at least 10 points above its equal-compute SFT, with the two
-arms' intervals not overlapping. Only files are read; nothing is trained or evaluated.
+how many of its steps had a learning signal (`signal`), and each continued-SFT arm timed against
+it (`budget_arm_of`) with the paired difference. The last column applies issue 18's bar: RL at
+least 10 points above its equal-compute SFT, with the two arms' intervals not overlapping. Only
+files are read; nothing is trained or evaluated.
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ def meets_bar(rl: dict[str, Any], equal: dict[str, Any], diff: float) -> bool:
     return diff >= BAR_POINTS - 1e-9 and rl["ci95"][0] > equal["ci95"][1]
 
 
+def signal(results: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """How much the RL arm's seeds had to learn from, from their archived step metrics: the mean
+    number of steps that updated the policy (`update/skipped` 0: some group had reward variance)
+    and the mean fraction of groups with reward variance over all steps; None when not recorded."""
+    steps = [m for r in results for m in r.get("metrics", []) if "update/skipped" in m]
+    if not steps:
+        return None
+    updated = sum(1 for m in steps if not m["update/skipped"]) / len(results)
+    informative = sum(float(m.get("groups/informative_frac", 0.0)) for m in steps) / len(steps)
+    return updated, informative
+
+
 def rows(archive: Path, n_boot: int = 2000) -> list[dict[str, Any]]:
     """One row per RL arm x family x equal-compute arm timed against it in `archive`: every seed of
     that arm got this RL arm's seconds (`budget_arm_of`). An RL arm with none gets one row without
@@ -73,6 +86,7 @@ def rows(archive: Path, n_boot: int = 2000) -> list[dict[str, Any]]:
                 "arm": arm,
                 "seeds": len(results),
                 "steps": max(r.get("steps", 0) for r in results),
+                "signal": signal(results),
                 "mean": block["mean"],
                 "ci95": block["ci95"],
                 "vs_start": gain,
@@ -107,6 +121,10 @@ def _diff(d: tuple[float, tuple[float, float]] | None) -> str:
     return "—" if d is None else f"{100 * d[0]:+.1f} [{100 * d[1][0]:+.1f}, {100 * d[1][1]:+.1f}]"
 
 
+def _signal(s: tuple[float, float] | list[float] | None, steps: int) -> str:
+    return "—" if s is None else f"{s[0]:.1f} of {steps}, {100 * s[1]:.0f}%"
+
+
 def _ci(ci: tuple[float, float] | list[float]) -> str:
     return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
@@ -117,20 +135,22 @@ def markdown(all_rows: list[dict[str, Any]]) -> str:
         "",
         "`python benchmarks/protocol_scoreboard.py` "
         "(from `benchmarks/results/learning_protocol_*.runs.json`). "
-        "Greedy success (%) over seeds, 95% bootstrap intervals (items and seeds), Δ paired by item. "
+        "Greedy success (%) over seeds, 95% bootstrap intervals (items and seeds), Δ paired by item; "
+        "steps updated: the RL steps that changed the policy (mean over seeds; a step with no group "
+        "whose rewards differ is skipped), and the share of groups with differing rewards over all steps. "
         "Bar (issue 18): Δ ≥ +10 points and the two intervals apart.",
         "",
         "| archive | family | machine | start (SHA-256, %) | RL arm | seeds | steps | RL mean [95% CI] "
-        "| RL − start "
+        "| RL − start | steps updated, groups with signal "
         "| equal-compute arm (seeds) | its mean [95% CI] | Δ [95% CI] | bar |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in all_rows:
         start = f"{r['start_sha256']}…, {_pct(r['start'])}"
         head = (
             f"| {r['archive'].removeprefix('learning_protocol_')} | {r['family']} | {r['machine']} | {start} "
             f"| {r['arm']} | {r['seeds']} | {r['steps']} | **{_pct(r['mean'])}** {_ci(r['ci95'])} "
-            f"| {_diff(r['vs_start'])} "
+            f"| {_diff(r['vs_start'])} | {_signal(r['signal'], r['steps'])} "
         )
         if r["equal_arm"] is None:
             lines.append(head + "| — | — | — | — |")

@@ -37,7 +37,12 @@ def test_each_rl_arm_faces_the_sft_timed_against_it_and_the_bar_is_applied(tmp_p
     +70 points, intervals apart, the bar met; grpo-low-lr (no SFT timed against it) gets a row
     without a baseline. Archive b: level with its SFT, the bar not met."""
     start = result("sft", "eval", None, [1, 1, 0, 0, 0, 0, 0, 0, 0, 0])
-    rl = [result("grpo", "rl", s, [1] * 9 + [0]) for s in (0, 1)]
+    # seed 0 updated at 3 of its 4 steps, seed 1 at 2: 2.5 of 4 steps, 1/4 of the groups with signal
+    steps = [{"update/skipped": float(skip), "groups/informative_frac": 0.25} for skip in (0, 1, 0, 0)]
+    rl = [
+        result("grpo", "rl", 0, [1] * 9 + [0], metrics=steps),
+        result("grpo", "rl", 1, [1] * 9 + [0], metrics=[*steps[:2], *steps[:2]]),
+    ]
     eq = [result("sft-equal", "sft", s, [1, 1] + [0] * 8, budget_arm="grpo", budget_s=10.0) for s in (0, 1)]
     low = [result("grpo-low-lr", "rl", 0, [1, 1, 1] + [0] * 7)]
     write(tmp_path / "learning_protocol_a.runs.json", [start, *rl, *eq, *low])
@@ -52,7 +57,9 @@ def test_each_rl_arm_faces_the_sft_timed_against_it_and_the_bar_is_applied(tmp_p
     assert won["equal_arm"] == "sft-equal" and won["equal_seeds"] == 2 and won["seeds"] == 2
     assert abs(won["diff"] - 0.7) < 1e-9 and won["bar"] is True
     assert abs(won["vs_start"][0] - 0.7) < 1e-9 and abs(won["start"] - 0.2) < 1e-9
+    assert won["signal"] == (2.5, 0.25)
     assert a["learning_protocol_a", "grpo-low-lr"]["equal_arm"] is None
+    assert a["learning_protocol_a", "grpo-low-lr"]["signal"] is None  # no step metrics archived
     tie = a["learning_protocol_b", "grpo"]
     assert tie["diff"] == 0.0 and tie["bar"] is False
     # sft-equal's seeds had two RL arms' seconds: it is neither arm's equal-compute baseline
@@ -61,6 +68,7 @@ def test_each_rl_arm_faces_the_sft_timed_against_it_and_the_bar_is_applied(tmp_p
     assert board.main(["--results", str(tmp_path)]) == 0
     text = (tmp_path / "learning_protocol_scoreboard.md").read_text()
     assert "| a | textcraft | cpu x2 | abababab…, 20.0 | grpo | 2 | 4 | **90.0**" in text
+    assert "| 2.5 of 4, 25% |" in text and "| — | — | — | — | — |" in text  # grpo-low-lr: none of it
     assert "| sft-equal (2) | 20.0 " in text and "| **+70.0 [" in text and "| met |" in text
     assert "1 of 2 RL-vs-equal-compute pairs meet the bar." in text
 
