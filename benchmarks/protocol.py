@@ -20,7 +20,8 @@ the arms are the `ARMS` table below:
   at a quarter of the SFT lr (`sft-equal-low-lr`: a long SFT continued at its own lr can lose items);
 - RL arms: GRPO (also at a quarter of its lr, and that with twice the items or the samples per
   step, or with DAPO's dynamic sampling: further batches until 4 groups are informative, or with
-  the eval's fixed cap of 5 turns instead of the base schedule's 3, 4, 5, or both); GRPO +
+  the eval's fixed cap of 5 turns instead of the base schedule's 3, 4, 5, or both; at the
+  protocol's lr with that cap, also sampling at temperature 1.0 instead of 0.8); GRPO +
   turn-level credit (GiGPO; also with advantages only mean-centred), + the invalid-action penalty;
   and the turn-cap arms on a horizon-demanding subset (TextCraft depth 2-3 for training):
   fixed-short, fixed-long, stepwise (also with the reward shaped by sub-goal progress,
@@ -168,6 +169,13 @@ ARMS = {
             "rl",
             ("schedule.type=fixed", "schedule.rounds=[5]"),
             "GRPO at the protocol's lr 2e-5, the eval's fixed cap of 5 (from a long SFT, 5e-6 only held it)",
+        ),
+        Arm(
+            "grpo-cap5-t1",
+            "rl",
+            ("schedule.type=fixed", "schedule.rounds=[5]", "rollout.temperature=1.0"),
+            "GRPO at lr 2e-5, fixed cap 5, rollouts at temperature 1.0 (the long-SFT policy samples"
+            " 0.002-0.06 nats a token at 0.8)",
         ),
         Arm(
             "grpo-low-lr-n8-cap5",
