@@ -1,0 +1,139 @@
+"""How agents fail: per arm of a protocol run (or any eval), the failed episodes' invalid turns,
+the ones stuck on a rejected action, and the env's most common first rejection.
+
+    python benchmarks/failure_modes.py runs/protocol_sft150_16_t1          # every arm of a protocol run
+    python benchmarks/failure_modes.py runs/x/eval/final/trajectories.jsonl  # one eval
+
+A path is a `trajectories.jsonl` or a folder searched for `eval/final/trajectories.jsonl` (an arm x
+seed's final greedy eval); the seeds of one arm (`<arm>/seed_<s>/...`) are pooled into one row.
+Per row: episodes, solved; the failed ones with an invalid turn (the env marked the action
+invalid, `turn_invalid`), stuck (right after a rejection the agent sent the very same action
+again: it ignored the env's feedback), cut at the turn cap (truncated); and the env's first
+rejection in each failed episode, grouped by its first three words with digits as N (a rough,
+family-agnostic taxonomy: read the episodes in `horizonrl view` for the detail). Only files are
+read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
+
+from horizonrl.agent.parsing import parse_react  # noqa: E402
+
+FINAL_EVAL = Path("eval/final/trajectories.jsonl")
+"""Where a run keeps its final greedy eval's episodes."""
+
+
+def _actions_and_observations(episode: dict[str, Any]) -> tuple[list[str | None], list[str]]:
+    """The action of each turn (None where the reply had none) and the observation that answered it
+    (the user message after it; the first user message is the task)."""
+    turns = [m for m in episode["messages"] if m["role"] in ("assistant", "user")]
+    first = next((i for i, m in enumerate(turns) if m["role"] == "assistant"), len(turns))
+    actions = [parse_react(m["content"]).action for m in turns[first:] if m["role"] == "assistant"]
+    observations = [m["content"] for m in turns[first:] if m["role"] == "user"]
+    return actions, observations
+
+
+def rejection_kind(observation: str) -> str:
+    """The first three words of an observation, digits as N: `Could not craft`, `Wrong ingredient
+    counts`."""
+    return " ".join(re.sub(r"\d+", "N", observation).split()[:3])
+
+
+def failure_modes(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Counts over `episodes` (trajectory records); see the module docstring."""
+    n = solved = invalid = stuck = truncated = 0
+    first_rejection: Counter[str] = Counter()
+    for ep in episodes:
+        n += 1
+        if ep["success"]:
+            solved += 1
+            continue
+        flags = list(ep.get("turn_invalid") or [])
+        actions, observations = _actions_and_observations(ep)
+        truncated += bool(ep.get("truncated"))
+        rejected = [i for i, bad in enumerate(flags) if bad]
+        if not rejected:
+            continue
+        invalid += 1
+        stuck += any(
+            i + 1 < len(actions) and actions[i] is not None and actions[i + 1] == actions[i] for i in rejected
+        )
+        if rejected[0] < len(observations):
+            first_rejection[rejection_kind(observations[rejected[0]])] += 1
+    failed = n - solved
+    return {
+        "episodes": n,
+        "solved": solved,
+        "failed": failed,
+        "failed_invalid": invalid,
+        "failed_stuck": stuck,
+        "failed_truncated": truncated,
+        "first_rejections": first_rejection.most_common(),
+    }
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def load(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Episodes by row label: a file is its own row; under a folder, each final eval found, the
+    seeds of an arm (`<arm>/seed_<s>/eval/final/...`) pooled under `<arm>`."""
+    if path.is_file():
+        return {path.name: _read(path)}
+    found = sorted(path.rglob(str(FINAL_EVAL)))
+    if not found:
+        raise SystemExit(f"failure_modes: no {FINAL_EVAL} under {path}")
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for f in found:
+        run = f.parents[2]
+        label = run.parent.name if run.name.startswith("seed_") else run.name
+        rows.setdefault(label, []).extend(_read(f))
+    return rows
+
+
+def _share(k: int, n: int) -> str:
+    return f"{k} ({100 * k / n:.0f}%)" if n else "0"
+
+
+def markdown(rows: dict[str, dict[str, Any]], top: int = 4) -> str:
+    lines = [
+        "| arm | episodes | solved | failed | failed with an invalid turn | stuck on a rejected action "
+        "| cut at the cap | first rejections (most common) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for label, m in rows.items():
+        kinds = ", ".join(f"{k} {c}" for k, c in m["first_rejections"][:top]) or "—"
+        lines.append(
+            f"| {label} | {m['episodes']} | {_share(m['solved'], m['episodes'])} | {m['failed']} "
+            f"| {_share(m['failed_invalid'], m['failed'])} | {_share(m['failed_stuck'], m['failed'])} "
+            f"| {_share(m['failed_truncated'], m['failed'])} | {kinds} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("paths", nargs="+", type=Path, help="trajectories.jsonl files or run / protocol folders")
+    args = p.parse_args(argv)
+    rows = {
+        label if len(args.paths) == 1 else f"{path.name}/{label}": failure_modes(eps)
+        for path in args.paths
+        for label, eps in load(path).items()
+    }
+    print(markdown(rows), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Failure modes of eval episodes: invalid turns, an agent stuck on a rejected action, the rejections."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks import failure_modes as fm
+
+
+def episode(actions: list[str], observations: list[str], invalid: list[bool], success: bool = False) -> dict:
+    messages = [{"role": "system", "content": "rules"}, {"role": "user", "content": "craft 1 stick"}]
+    for act, obs in zip(actions, observations, strict=True):
+        messages += [
+            {"role": "assistant", "content": f"Thought: go.\nAction: {act}"},
+            {"role": "user", "content": obs},
+        ]
+    return {"messages": messages, "turn_invalid": invalid, "success": success, "truncated": not success}
+
+
+SOLVED = episode(["get 1 oak log", "craft 4 planks using 1 oak log"], ["Got", "Done"], [False, False], True)
+STUCK = episode(  # rejected, then the same action again: it ignored the feedback
+    ["craft 3 stick using 1 planks", "craft 3 stick using 1 planks", "get 2 planks"],
+    ["Could not craft 3 stick: makes 4", "Could not craft 3 stick: makes 4", "Could not get planks"],
+    [True, True, True],
+)
+RECOVERED = episode(  # rejected, then a different action (still failed at the cap)
+    ["get 2 planks", "get 1 oak log"], ["Could not get planks: not raw", "Got 1 oak log"], [True, False]
+)
+NO_INVALID = episode(["get 1 oak log"], ["Got 1 oak log"], [False])
+
+
+def test_counts_a_stuck_agent_apart_from_one_that_changed_its_action():
+    m = fm.failure_modes([SOLVED, STUCK, RECOVERED, NO_INVALID])
+    assert (m["episodes"], m["solved"], m["failed"]) == (4, 1, 3)
+    assert m["failed_invalid"] == 2 and m["failed_stuck"] == 1 and m["failed_truncated"] == 3
+    # each failed episode's first rejection, digits as N
+    assert m["first_rejections"] == [("Could not craft", 1), ("Could not get", 1)]
+    assert fm.rejection_kind("Wrong ingredient counts for 6 stone") == "Wrong ingredient counts"
+
+
+def test_a_protocol_folder_pools_each_arms_seeds_into_one_row(tmp_path, capsys):
+    for run, episodes in {
+        "grpo/seed_1": [STUCK, SOLVED],
+        "grpo/seed_2": [RECOVERED, SOLVED],
+        "sft": [NO_INVALID, STUCK],
+    }.items():
+        path = tmp_path / run / fm.FINAL_EVAL
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    rows = fm.load(tmp_path)
+    assert sorted(rows) == ["grpo", "sft"] and len(rows["grpo"]) == 4
+
+    assert fm.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    grpo = "| grpo | 4 | 2 (50%) | 2 | 2 (100%) | 1 (50%) | 2 (100%) | Could not craft 1, Could not get 1 |"
+    assert grpo in out
+    assert "| sft | 2 | 0 (0%) | 2 | 1 (50%) | 1 (50%) |" in out
