@@ -87,10 +87,10 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def load(path: Path) -> dict[str, list[dict[str, Any]]]:
-    """Episodes by row label: a file is its own row; under a folder, each final eval found, the
-    seeds of an arm (`<arm>/seed_<s>/eval/final/...`) pooled under `<arm>`."""
+    """Episodes by row label: a file is its own row (labelled by its path); under a folder, each final
+    eval found, the seeds of an arm (`<arm>/seed_<s>/eval/final/...`) pooled under `<arm>`."""
     if path.is_file():
-        return {path.name: _read(path)}
+        return {str(path): _read(path)}
     found = sorted(path.rglob(str(FINAL_EVAL)))
     if not found:
         raise SystemExit(f"failure_modes: no {FINAL_EVAL} under {path}")
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+", type=Path, help="trajectories.jsonl files or run / protocol folders")
     args = p.parse_args(argv)
     rows = {
-        label if len(args.paths) == 1 else f"{path.name}/{label}": failure_modes(eps)
+        label if len(args.paths) == 1 or path.is_file() else f"{path.name}/{label}": failure_modes(eps)
         for path in args.paths
         for label, eps in load(path).items()
     }

@@ -55,3 +55,10 @@ def test_a_protocol_folder_pools_each_arms_seeds_into_one_row(tmp_path, capsys):
     grpo = "| grpo | 4 | 2 (50%) | 2 | 2 (100%) | 1 (50%) | 2 (100%) | Could not craft 1, Could not get 1 |"
     assert grpo in out
     assert "| sft | 2 | 0 (0%) | 2 | 1 (50%) | 1 (50%) |" in out
+
+    # files are rows of their own, by path: two seeds' evals side by side
+    seeds = [tmp_path / f"grpo/seed_{s}" / fm.FINAL_EVAL for s in (1, 2)]
+    assert fm.main([str(f) for f in seeds]) == 0
+    out = capsys.readouterr().out
+    assert f"| {seeds[0]} | 2 | 1 (50%) | 1 | 1 (100%) | 1 (100%) |" in out
+    assert f"| {seeds[1]} | 2 | 1 (50%) | 1 | 1 (100%) | 0 (0%) |" in out
