@@ -1,5 +1,5 @@
 """How agents fail: per arm of a protocol run (or any eval), the failed episodes' invalid turns,
-the ones stuck on a rejected action, and the env's most common first rejection.
+the ones stuck on a rejected action or with a reply without an action, the env's first rejections.
 
     python benchmarks/failure_modes.py runs/protocol_sft150_16_t1          # every arm of a protocol run
     python benchmarks/failure_modes.py runs/x/eval/final/trajectories.jsonl  # one eval
@@ -8,10 +8,11 @@ A path is a `trajectories.jsonl` or a folder searched for `eval/final/trajectori
 seed's final greedy eval); the seeds of one arm (`<arm>/seed_<s>/...`) are pooled into one row.
 Per row: episodes, solved; the failed ones with an invalid turn (the env marked the action
 invalid, `turn_invalid`), stuck (right after a rejection the agent sent the very same action
-again: it ignored the env's feedback), cut at the turn cap (truncated); and the env's first
-rejection in each failed episode, grouped by its first three words with digits as N (a rough,
-family-agnostic taxonomy: read the episodes in `horizonrl view` for the detail). Only files are
-read.
+again: it ignored the env's feedback), with a reply the agent could not parse an action from
+(`meta.parse_errors`: a format collapse shows here), cut at the turn cap (truncated); and the
+env's first rejection in each failed episode, grouped by its first three words with digits as N (a
+rough, family-agnostic taxonomy: read the episodes in `horizonrl view` for the detail). Only files
+are read.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def rejection_kind(observation: str) -> str:
 
 def failure_modes(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Counts over `episodes` (trajectory records); see the module docstring."""
-    n = solved = invalid = stuck = truncated = 0
+    n = solved = invalid = stuck = unparsed = truncated = 0
     first_rejection: Counter[str] = Counter()
     for ep in episodes:
         n += 1
@@ -61,6 +62,7 @@ def failure_modes(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
         flags = list(ep.get("turn_invalid") or [])
         actions, observations = _actions_and_observations(ep)
         truncated += bool(ep.get("truncated"))
+        unparsed += bool((ep.get("meta") or {}).get("parse_errors"))
         rejected = [i for i, bad in enumerate(flags) if bad]
         if not rejected:
             continue
@@ -77,6 +79,7 @@ def failure_modes(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "failed": failed,
         "failed_invalid": invalid,
         "failed_stuck": stuck,
+        "failed_unparsed": unparsed,
         "failed_truncated": truncated,
         "first_rejections": first_rejection.most_common(),
     }
@@ -109,15 +112,16 @@ def _share(k: int, n: int) -> str:
 def markdown(rows: dict[str, dict[str, Any]], top: int = 4) -> str:
     lines = [
         "| arm | episodes | solved | failed | failed with an invalid turn | stuck on a rejected action "
-        "| cut at the cap | first rejections (most common) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| with a reply without an action | cut at the cap | first rejections (most common) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for label, m in rows.items():
         kinds = ", ".join(f"{k} {c}" for k, c in m["first_rejections"][:top]) or "—"
         lines.append(
             f"| {label} | {m['episodes']} | {_share(m['solved'], m['episodes'])} | {m['failed']} "
             f"| {_share(m['failed_invalid'], m['failed'])} | {_share(m['failed_stuck'], m['failed'])} "
-            f"| {_share(m['failed_truncated'], m['failed'])} | {kinds} |"
+            f"| {_share(m['failed_unparsed'], m['failed'])} | {_share(m['failed_truncated'], m['failed'])} "
+            f"| {kinds} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,14 @@ def episode(actions: list[str], observations: list[str], invalid: list[bool], su
             {"role": "assistant", "content": f"Thought: go.\nAction: {act}"},
             {"role": "user", "content": obs},
         ]
-    return {"messages": messages, "turn_invalid": invalid, "success": success, "truncated": not success}
+    unparsed = sum(1 for a in actions if not a)  # an empty action: what the rollout counts as a parse error
+    return {
+        "messages": messages,
+        "turn_invalid": invalid,
+        "success": success,
+        "truncated": not success,
+        "meta": {"parse_errors": unparsed},
+    }
 
 
 SOLVED = episode(["get 1 oak log", "craft 4 planks using 1 oak log"], ["Got", "Done"], [False, False], True)
@@ -26,13 +33,16 @@ STUCK = episode(  # rejected, then the same action again: it ignored the feedbac
 RECOVERED = episode(  # rejected, then a different action (still failed at the cap)
     ["get 2 planks", "get 1 oak log"], ["Could not get planks: not raw", "Got 1 oak log"], [True, False]
 )
-NO_INVALID = episode(["get 1 oak log"], ["Got 1 oak log"], [False])
+NO_INVALID = episode(
+    ["get 1 oak log", ""], ["Got 1 oak log", "Your response had no 'Action:' line."], [False, False]
+)
 
 
 def test_counts_a_stuck_agent_apart_from_one_that_changed_its_action():
     m = fm.failure_modes([SOLVED, STUCK, RECOVERED, NO_INVALID])
     assert (m["episodes"], m["solved"], m["failed"]) == (4, 1, 3)
     assert m["failed_invalid"] == 2 and m["failed_stuck"] == 1 and m["failed_truncated"] == 3
+    assert m["failed_unparsed"] == 1
     # each failed episode's first rejection, digits as N
     assert m["first_rejections"] == [("Could not craft", 1), ("Could not get", 1)]
     assert fm.rejection_kind("Wrong ingredient counts for 6 stone") == "Wrong ingredient counts"
@@ -52,9 +62,9 @@ def test_a_protocol_folder_pools_each_arms_seeds_into_one_row(tmp_path, capsys):
 
     assert fm.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    grpo = "| grpo | 4 | 2 (50%) | 2 | 2 (100%) | 1 (50%) | 2 (100%) | Could not craft 1, Could not get 1 |"
-    assert grpo in out
-    assert "| sft | 2 | 0 (0%) | 2 | 1 (50%) | 1 (50%) |" in out
+    grpo = "| grpo | 4 | 2 (50%) | 2 | 2 (100%) | 1 (50%) | 0 (0%) | 2 (100%) |"
+    assert grpo + " Could not craft 1, Could not get 1 |" in out
+    assert "| sft | 2 | 0 (0%) | 2 | 1 (50%) | 1 (50%) | 1 (50%) | 2 (100%) |" in out
 
     # files are rows of their own, by path: two seeds' evals side by side
     seeds = [tmp_path / f"grpo/seed_{s}" / fm.FINAL_EVAL for s in (1, 2)]
