@@ -11,7 +11,8 @@ invalid, `turn_invalid`), stuck (right after a rejection the agent sent the very
 again: it ignored the env's feedback), with a reply the agent could not parse an action from
 (`meta.parse_errors`: a format collapse shows here), cut at the turn cap (truncated); and the
 env's first rejection in each failed episode, grouped by its first three words with digits as N (a
-rough, family-agnostic taxonomy: read the episodes in `horizonrl view` for the detail). Only files
+rough, family-agnostic taxonomy: read the episodes in `horizonrl view` for the detail). Turns are
+split as the viewer splits them (`turns_of`: each action parsed in its family's style). Only files
 are read.
 """
 
@@ -28,20 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
-from horizonrl.agent.parsing import parse_react  # noqa: E402
+from horizonrl.viewer.replay import turns_of  # noqa: E402
 
 FINAL_EVAL = Path("eval/final/trajectories.jsonl")
 """Where a run keeps its final greedy eval's episodes."""
-
-
-def _actions_and_observations(episode: dict[str, Any]) -> tuple[list[str | None], list[str]]:
-    """The action of each turn (None where the reply had none) and the observation that answered it
-    (the user message after it; the first user message is the task)."""
-    turns = [m for m in episode["messages"] if m["role"] in ("assistant", "user")]
-    first = next((i for i, m in enumerate(turns) if m["role"] == "assistant"), len(turns))
-    actions = [parse_react(m["content"]).action for m in turns[first:] if m["role"] == "assistant"]
-    observations = [m["content"] for m in turns[first:] if m["role"] == "user"]
-    return actions, observations
 
 
 def rejection_kind(observation: str) -> str:
@@ -60,7 +51,9 @@ def failure_modes(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
             solved += 1
             continue
         flags = list(ep.get("turn_invalid") or [])
-        actions, observations = _actions_and_observations(ep)
+        turns = turns_of(ep)["turns"]  # the viewer's split: each action parsed in its family's style
+        actions = [t["action"] for t in turns]
+        observations = [t["observation_after"] or "" for t in turns]
         truncated += bool(ep.get("truncated"))
         unparsed += bool((ep.get("meta") or {}).get("parse_errors"))
         rejected = [i for i, bad in enumerate(flags) if bad]
