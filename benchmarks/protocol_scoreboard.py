@@ -121,7 +121,7 @@ def _diff(d: tuple[float, tuple[float, float]] | None) -> str:
     return "—" if d is None else f"{100 * d[0]:+.1f} [{100 * d[1][0]:+.1f}, {100 * d[1][1]:+.1f}]"
 
 
-def _signal(s: tuple[float, float] | list[float] | None, steps: int) -> str:
+def _signal(s: tuple[float, float] | None, steps: int) -> str:
     return "—" if s is None else f"{s[0]:.1f} of {steps}, {100 * s[1]:.0f}%"
 
 
