@@ -40,8 +40,9 @@ from typing import Any
 class Trajectory:
     item_id: str
     category: str
-    messages: list[dict[str, str]] = field(default_factory=list)
-    """The conversation as role/content messages (system, user, assistant, ...)."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The conversation as role/content messages (system, user, assistant, ...). An assistant
+    message may carry `"weight": 0`: SFT does not train on it (a demo's deliberate mistake)."""
     success: bool = False
     score: float = 0.0
     """Final score in [0, 1] as reported by the env's `info`."""

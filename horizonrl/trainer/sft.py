@@ -11,7 +11,9 @@ One that carries only `messages` (an expert demo) is laid out by the rollout's o
 builder (`horizonrl.agent.chat.TokenConversation`): the prompt as the chat template renders it,
 each assistant content encoded on its own and followed by the end-of-turn token (both loss 1, so
 the model learns to stop), the template's closing and each observation turn as the builder appends
-them during a rollout (loss 0). SFT and RL therefore see the same token streams.
+them during a rollout (loss 0). SFT and RL therefore see the same token streams. An assistant
+message with `"weight": 0` (a demo's deliberate mistake, `horizonrl solve --detours`) stays in the
+context with loss 0.
 
 One step takes `data.batch_size` trajectories (a seeded order per epoch with a resumable cursor),
 runs them in micro-batches of `trainer.micro_batch_size` rows of similar length (length
@@ -53,10 +55,16 @@ def tokenize_trajectory(traj: Trajectory, fmt: ChatFormat, max_length: int | Non
         conv = TokenConversation(fmt, messages[:first])
         for message in messages[first:]:
             if message["role"] == "assistant":
+                weight = message.get("weight", 1)
+                if weight not in (0, 1):
+                    raise ValueError(f"{traj.item_id}: a reply's weight is 0 or 1, not {weight!r}")
                 ids = fmt.encode(message["content"])
                 if fmt.eot_id is not None:
                     ids.append(fmt.eot_id)
+                start = len(conv.token_ids)
                 conv.add_assistant(ids, [0.0] * len(ids), "stop")
+                if not weight:  # in the context, not trained on
+                    conv.loss_mask[start : start + len(ids)] = [0] * len(ids)
             else:
                 conv.add_observation(message["content"])
         traj = Trajectory.from_dict(

@@ -14,7 +14,7 @@ from horizonrl.agent.chat import ChatFormat, render
 from horizonrl.cli import main
 from horizonrl.config import load_config
 from horizonrl.envs.registry import get_family
-from horizonrl.eval.solve import solve_items
+from horizonrl.eval.solve import play_expert, solve_items
 from horizonrl.models import load_tokenizer
 from horizonrl.rollout.trajectory import write_jsonl
 from horizonrl.trainer.sft import SFTTrainer, sft_examples, tokenize_trajectory
@@ -57,6 +57,24 @@ def test_demo_tokens_are_the_chat_template_and_mask_covers_assistant_turns(tmp_p
     assert fmt.decode(masked) == "".join(r + fmt.decode([fmt.eot_id]) for r in replies)
     assert ex.prompt_length == len(fmt.prompt_ids(demo.messages[:2]))
     assert all(ex.loss_mask[e] == 1 and ex.token_ids[e] == fmt.eot_id for e in ex.turn_ends)
+
+
+def test_a_weight_0_reply_is_context_without_loss():
+    spec = get_family("textcraft")
+    item = next(i for i in spec.split("train") if spec.category_of(i) == "depth 2")
+    demo = play_expert(spec.make_env(), spec, item, detours=1.0)
+    fmt = ChatFormat(load_tokenizer("tiny"))
+    ex = tokenize_trajectory(demo, fmt)
+    assert fmt.decode(ex.token_ids) == render(fmt.tokenizer, demo.messages, add_generation_prompt=False)
+    replies = [m for m in demo.messages if m["role"] == "assistant"]
+    assert len(ex.turn_ends) == len(replies) and [m.get("weight", 1) for m in replies] == [0, 1] * (
+        len(replies) // 2
+    )
+    trained = fmt.decode([i for i, m in zip(ex.token_ids, ex.loss_mask, strict=True) if m])
+    assert trained == "".join(m["content"] + fmt.decode([fmt.eot_id]) for m in replies[1::2])
+    demo.messages[2]["weight"] = 0.5
+    with pytest.raises(ValueError, match="a reply's weight is 0 or 1, not 0.5"):
+        tokenize_trajectory(demo, fmt)
 
 
 def test_filters_failed_unsuccessful_and_other_categories(tmp_path):
