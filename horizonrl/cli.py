@@ -6,7 +6,7 @@ function in the module that owns the workflow, imported only when that subcomman
     horizonrl check-env FAMILY [--server URL] [--items N]
     horizonrl new-env NAME [--dir D]
     horizonrl serve FAMILY [--host H] [--port P]
-    horizonrl solve FAMILY --split S [--limit N] [--server URL] [--out FILE] [--max-turns T]
+    horizonrl solve FAMILY --split S [--limit N] [--server URL] [--out FILE] [--max-turns T] [--detours P]
     horizonrl eval --model M --env FAMILY --split S [--limit N] [--max-turns T] --out DIR
     horizonrl train CONFIG [dotted.key=value ...] [--dry-run]
     horizonrl sft|dpo|agentevol CONFIG [dotted.key=value ...]
@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-turns", type=int, default=None, help="turn cap (default: none, play to the end)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="items played concurrently")
+    p.add_argument(
+        "--detours",
+        type=float,
+        default=0.0,
+        help="chance per turn of a wrong action first, then the expert's recovery (SFT weight 0 on it)",
+    )
     p.set_defaults(func=_handler("horizonrl.eval.solve:solve_main"))
 
     p = sub.add_parser("eval", help="evaluate a model on environment families")

@@ -31,6 +31,7 @@ import functools
 import importlib
 import importlib.metadata
 import json
+import random
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -88,6 +89,10 @@ class FamilySpec:
     """Maps an item id to its category; raises `UnknownItemError` for an unknown id."""
     make_expert: Callable[[], Expert] | None = None
     """Factory of the family's scripted expert, if it has one."""
+    detour: Callable[[str, random.Random], str | None] | None = None
+    """`detour(action, rng)`: a wrong action of a kind learners try in place of the expert's
+    `action`, one the env rejects without changing anything (None: none for this action). What
+    `horizonrl solve --detours P` plays to write demos that recover from a rejection."""
     isolate: bool = False
     """Run each session's env in its own worker process on the server (JVM, browser)."""
     default_port: int = 36000

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
+import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from horizonrl.agent.prompts import get_prompt
-from horizonrl.envs.core import EnvError, TextEnv
+from horizonrl.envs.core import EnvError, StepResult, TextEnv
 from horizonrl.envs.registry import FamilySpec, get_family
 from horizonrl.envs.wrappers import TurnLimit
 from horizonrl.eval.metrics import success_summary
@@ -35,20 +37,58 @@ EXPERT_TURN_GUARD = 1000
 """Turns after which an uncapped expert episode is stopped as `failed` (5x the longest gold path seen)."""
 
 
+def check_detours(spec: FamilySpec, detours: float) -> None:
+    """`ValueError` unless `detours` is a probability the family can play (it has a `detour`)."""
+    if not 0.0 <= detours <= 1.0:
+        raise ValueError(f"detours is a probability from 0 to 1, got {detours}")
+    if detours and spec.detour is None:
+        raise ValueError(f"family {spec.name!r} has no detour (wrong actions) for its expert to recover from")
+
+
 def play_expert(
-    env: TextEnv, spec: FamilySpec, item_id: str, *, seed: int = 0, max_turns: int | None = None
+    env: TextEnv,
+    spec: FamilySpec,
+    item_id: str,
+    *,
+    seed: int = 0,
+    max_turns: int | None = None,
+    detours: float = 0.0,
 ) -> Trajectory:
     """Play one item with the family's expert, until the episode ends or `max_turns` (None: no cap).
 
-    Env failures, and an uncapped expert still playing after `EXPERT_TURN_GUARD` turns, give a
-    `failed` trajectory with the reason.
+    `detours`: the chance, at each expert turn, that a wrong action (the family's `detour`) is
+    played first, its reply weighted 0 for SFT (`"weight": 0`), and the expert's action follows
+    the env's rejection with a thought that says so (`meta["detours"]` counts them). Drawn from a
+    generator seeded by `seed` and the item, so a file is the same on every run.
+
+    Env failures, a detour the env accepts, and an uncapped expert still playing after
+    `EXPERT_TURN_GUARD` turns give a `failed` trajectory with the reason.
     """
     if spec.make_expert is None:
         raise ValueError(f"family {spec.name!r} has no expert")
+    check_detours(spec, detours)
+    rng = random.Random(f"{seed}:{item_id}")
     prompt = get_prompt(spec.name)
     expert = spec.make_expert()
     traj = Trajectory(item_id=item_id, category=spec.category_of(item_id), seed=seed, max_turns=max_turns)
     played: TextEnv = env if max_turns is None else TurnLimit(env, max_turns)
+
+    def take(thought: str, action: str, weight: int) -> StepResult:
+        """Play one reply (SFT weight 0 or 1) and record its step."""
+        message = {"role": "assistant", "content": prompt.format_response(thought, action)}
+        traj.messages.append(message if weight else {**message, "weight": 0})
+        result = played.step(action)
+        traj.num_turns += 1
+        traj.turn_rewards.append(float(result.reward))
+        traj.reward += float(result.reward)
+        traj.success = bool(result.info["success"])
+        traj.score = float(result.info["score"])
+        record_view(traj, result.info)
+        if result.done:
+            traj.terminated, traj.truncated = result.terminated, result.truncated
+            traj.meta["final_observation"] = result.observation
+        return result
+
     try:
         observation, info = played.reset(item_id, seed=seed)
         traj.messages = prompt.initial_messages(observation)
@@ -56,18 +96,21 @@ def play_expert(
         expert.reset(item_id, observation, info)
         while True:
             thought, action = expert.act(observation)
-            traj.messages.append({"role": "assistant", "content": prompt.format_response(thought, action)})
-            result = played.step(action)
+            wrong = spec.detour(action, rng) if spec.detour and rng.random() < detours else None
+            if wrong is not None:
+                result = take(thought, wrong, 0)
+                if not result.info.get("invalid_action"):
+                    traj.failed = True
+                    traj.fail_reason = f"detour {wrong!r} was not rejected: {result.observation}"
+                    break
+                if result.done:  # the turn cap
+                    break
+                traj.messages.append({"role": "user", "content": result.observation})
+                traj.meta["detours"] = traj.meta.get("detours", 0) + 1
+                thought = f"That action was rejected, so I do not repeat it. {thought}"
+            result = take(thought, action, 1)
             observation = result.observation
-            traj.num_turns += 1
-            traj.turn_rewards.append(float(result.reward))
-            traj.reward += float(result.reward)
-            traj.success = bool(result.info["success"])
-            traj.score = float(result.info["score"])
-            record_view(traj, result.info)
             if result.done:
-                traj.terminated, traj.truncated = result.terminated, result.truncated
-                traj.meta["final_observation"] = observation
                 break
             if max_turns is None and traj.num_turns >= EXPERT_TURN_GUARD:
                 traj.failed = True
@@ -87,13 +130,15 @@ def solve_items(
     seed: int = 0,
     max_turns: int | None = None,
     workers: int = 1,
+    detours: float = 0.0,
 ) -> list[Trajectory]:
     """Play every item with the expert, `workers` at a time, each worker with its own env."""
 
     def run(chunk: Sequence[str]) -> list[Trajectory]:
         env = make_env()
         try:
-            return [play_expert(env, spec, item, seed=seed, max_turns=max_turns) for item in chunk]
+            play = functools.partial(play_expert, env, spec, seed=seed, max_turns=max_turns, detours=detours)
+            return [play(item) for item in chunk]
         finally:
             env.close()
 
@@ -116,6 +161,7 @@ def solve_split(
     max_turns: int | None = None,
     workers: int = 1,
     env_kwargs: dict[str, Any] | None = None,
+    detours: float = 0.0,
 ) -> list[Trajectory]:
     """What `horizonrl solve` plays: the first `limit` items of `split` (all when None), through
     `server` when given (else local envs built with `env_kwargs`), with a progress bar on stderr;
@@ -133,7 +179,7 @@ def solve_split(
             return spec.make_env(**kwargs)
 
         trajectories = _solve_batches(spec, split, item_ids, make_env, seed=seed, max_turns=max_turns,
-                                      workers=workers)  # fmt: skip
+                                      workers=workers, detours=detours)  # fmt: skip
     if out:
         out = Path(out)
         tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
@@ -151,6 +197,7 @@ def _solve_batches(
     seed: int,
     max_turns: int | None,
     workers: int,
+    detours: float,
 ) -> list[Trajectory]:
     """`solve_items` over batches of `item_ids`, with a progress bar on stderr."""
     from rich.console import Console
@@ -165,7 +212,9 @@ def _solve_batches(
         console=Console(stderr=True),
     ):
         chunk = item_ids[start : start + batch]
-        trajectories += solve_items(make_env, spec, chunk, seed=seed, max_turns=max_turns, workers=workers)
+        trajectories += solve_items(
+            make_env, spec, chunk, seed=seed, max_turns=max_turns, workers=workers, detours=detours
+        )
     return trajectories
 
 
@@ -191,6 +240,10 @@ def solve_summary(
 
 def solve_main(args: argparse.Namespace) -> int:
     spec = get_family(args.family)
+    try:
+        check_detours(spec, args.detours)
+    except ValueError as exc:
+        raise SystemExit(f"horizonrl solve: {exc}") from None
     trajectories = solve_split(
         spec,
         args.split,
@@ -200,6 +253,7 @@ def solve_main(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_turns=args.max_turns,
         workers=args.workers,
+        detours=args.detours,
     )
     summary = solve_summary(trajectories, spec, args.split, args.max_turns)
     failed = [t for t in trajectories if t.failed]

@@ -17,6 +17,7 @@ from horizonrl.envs.core import UnknownItemError
 from horizonrl.envs.registry import get_family, read_item_file, write_item_file
 from horizonrl.envs.textcraft import SPEC, TextCraftEnv, goal_of
 from horizonrl.envs.textcraft.recipes import get_book
+from horizonrl.eval.solve import play_expert
 
 ALL_IDS = [f"textcraft_{i}" for i in range(544)]
 
@@ -264,6 +265,32 @@ def test_expert_solves_every_goal_with_short_plans() -> None:
         turns.append(turn)
     assert max(turns) <= 20
     assert sum(turns) / len(turns) < 6
+
+
+KINDS = ("it has no recipe", "it is not a raw material", "these ingredients make")
+"""The rejections of the three kinds of detour: crafting a raw material, getting a craftable item,
+a wrong multiple of a recipe."""
+
+
+def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> None:
+    env = SPEC.make_env()
+    kinds = Counter()
+    for item_id in ALL_IDS:
+        clean = play_expert(env, SPEC, item_id)
+        traj = play_expert(env, SPEC, item_id, detours=1.0)
+        assert traj.success and not traj.failed, (item_id, traj.fail_reason)
+        assert traj.meta["detours"] == clean.num_turns and traj.num_turns == 2 * clean.num_turns
+        kept, replies = [], traj.messages[2:]
+        for reply, observation in zip(replies[::2], replies[1::2], strict=False):
+            if reply.get("weight") == 0:
+                assert observation["content"].startswith("Could not"), (item_id, reply, observation)
+                kinds.update(k for k in KINDS if k in observation["content"])
+            else:
+                kept.append(reply["content"].split("\nAction: ")[1])
+        if replies[-1].get("weight") != 0:
+            kept.append(replies[-1]["content"].split("\nAction: ")[1])
+        assert kept == [m["content"].split("\nAction: ")[1] for m in clean.messages[2::2]]
+    assert all(kinds[k] for k in KINDS), kinds
 
 
 def test_prompt_describes_grammar_and_format() -> None:

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+
+import pytest
 
 from horizonrl.agent.prompts import FamilyPrompt, register_prompt
 from horizonrl.cli import main
@@ -105,3 +108,39 @@ def test_solve_out_writes_every_trajectory(tmp_path, capsys):
     trajs = list(iter_jsonl(out))
     assert [t.item_id for t in trajs] == TOY_SPEC.split("train") and all(t.success for t in trajs)
     assert [p.name for p in out.parent.iterdir()] == ["toy_train.jsonl"]  # no temporary file left
+
+
+class _FlagsRejections(CountEnv):
+    """CountEnv whose rejections say so in `info` (as the built-in families' do)."""
+
+    def step(self, action: str) -> StepResult:
+        result = super().step(action)
+        if action.strip() != "inc":
+            result.info["invalid_action"] = True
+        return result
+
+
+def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_action():
+    spec = replace(TOY_SPEC, detour=lambda action, rng: "dec")
+    traj = play_expert(_FlagsRejections(), spec, "toy_2", detours=1.0)
+    assert traj.success and not traj.failed and traj.num_turns == 6 and traj.meta["detours"] == 3
+    replies = [m for m in traj.messages if m["role"] == "assistant"]
+    actions = [(m["content"].split("Action: ")[1], m.get("weight", 1)) for m in replies]
+    assert actions == [("dec", 0), ("inc", 1)] * 3
+    assert all(r["content"].startswith("Thought: That action was rejected") for r in replies[1::2])
+    assert traj.messages[3]["content"].startswith("Invalid action.")
+    again = play_expert(_FlagsRejections(), spec, "toy_2", detours=0.5)
+    assert again.messages == play_expert(_FlagsRejections(), spec, "toy_2", detours=0.5).messages  # seeded
+    plain = play_expert(CountEnv(), TOY_SPEC, "toy_2")
+    assert play_expert(_FlagsRejections(), spec, "toy_2").messages == plain.messages  # detours=0: none
+
+
+def test_a_detour_the_env_does_not_flag_fails_the_demo_and_bad_detours_are_refused():
+    traj = play_expert(CountEnv(), replace(TOY_SPEC, detour=lambda action, rng: "dec"), "toy_2", detours=1.0)
+    assert traj.failed and "detour 'dec' was not rejected" in traj.fail_reason and not traj.success
+    with pytest.raises(ValueError, match="family 'toy' has no detour"):
+        play_expert(CountEnv(), TOY_SPEC, "toy_2", detours=0.3)
+    with pytest.raises(ValueError, match="probability from 0 to 1, got 1.5"):
+        play_expert(CountEnv(), TOY_SPEC, "toy_2", detours=1.5)
+    with pytest.raises(SystemExit, match="horizonrl solve: family 'toy' has no detour"):
+        main(["solve", "toy", "--split", "train", "--detours", "0.3"])

@@ -70,7 +70,7 @@ import random
 
 from horizonrl.envs.registry import FamilySpec
 from horizonrl.envs.textcraft.env import FAMILY, TextCraftEnv, goal_of
-from horizonrl.envs.textcraft.expert import TextCraftExpert
+from horizonrl.envs.textcraft.expert import TextCraftExpert, detour
 from horizonrl.envs.textcraft.recipes import get_book
 
 CATEGORIES = ("depth 1", "depth 2", "depth 3", "depth 4")
@@ -113,6 +113,7 @@ SPEC = FamilySpec(
     categories=CATEGORIES,
     category_of=category_of,
     make_expert=make_expert,
+    detour=detour,
     default_port=36005,
     description="Craft Minecraft items from raw materials (544 goals, crafting depth 1-4).",
 )

@@ -11,6 +11,7 @@ fewest actions (ties: alphabetical), so its plans are deterministic and near-min
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from horizonrl.envs.textcraft.recipes import get_book
 
 _GOAL = re.compile(r"^Goal: craft (.+?)\.?\s*$", re.MULTILINE)
 _COMMAND = re.compile(r"^craft (\d+) (.+?) using (.+)$", re.MULTILINE)
+_GET_ACTION = re.compile(r"^get (\d+) (.+)$")
+_CRAFT_ACTION = re.compile(r"^craft (\d+) (.+?) using (.+)$")
 
 
 @dataclass(frozen=True)
@@ -132,3 +135,20 @@ class TextCraftExpert:
                 thought = f"I need {demand[item]} {item}; craft {made} using {_fmt(inputs)}."
             plan.append((thought, f"craft {made} {item} using {_fmt(inputs)}"))
         return plan
+
+
+def detour(action: str, rng: random.Random) -> str | None:
+    """A wrong action in place of the expert's `action`, of the kinds the SFT policy's first
+    rejections are (`benchmarks/failure_modes.py`): crafting a raw material instead of getting it;
+    instead of a craft, getting the crafted item or giving every ingredient twice over (a wrong
+    multiple). The env rejects each one and changes nothing; None for any other action."""
+    if get := _GET_ACTION.match(action):
+        count, raw = get.groups()
+        return f"craft {count} {raw} using {count} {raw}"
+    if craft := _CRAFT_ACTION.match(action):
+        count, item, inputs = craft.groups()
+        if rng.random() < 0.5:
+            return f"get {count} {item}"
+        doubled = [f"{2 * int(n)} {name}" for n, name in (p.strip().split(" ", 1) for p in inputs.split(","))]
+        return f"craft {count} {item} using {', '.join(doubled)}"
+    return None
