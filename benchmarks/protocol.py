@@ -324,7 +324,8 @@ def base_overrides(args: argparse.Namespace, sft_model: str) -> list[str]:
 
 
 def demo_files(args: argparse.Namespace) -> list[str]:
-    """Expert demos of each family (`<demos>/<family>_train.jsonl`), made when missing."""
+    """Expert demos of each family (`<demos>/<family>_train.jsonl`), made when missing (with
+    `--detours`: a wrong action and its rejection before some expert moves)."""
     from horizonrl.envs.registry import get_family
     from horizonrl.eval.solve import solve_split
 
@@ -334,7 +335,8 @@ def demo_files(args: argparse.Namespace) -> list[str]:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             print(f"[protocol] expert demos -> {path}", file=sys.stderr, flush=True)
-            solve_split(get_family(family), "train", limit=DEMO_LIMIT.get(family), out=path)
+            spec, limit = get_family(family), DEMO_LIMIT.get(family)
+            solve_split(spec, "train", limit=limit, out=path, detours=args.detours)
         out.append(str(path))
     return out
 
@@ -655,6 +657,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sft-model", default=None, help="the SFT checkpoint every arm starts from")
     p.add_argument("--sft-steps", type=int, default=8, help="SFT steps when the protocol trains it")
     p.add_argument("--demos", default="runs/demos", help="folder of <family>_train.jsonl expert demos")
+    p.add_argument(
+        "--detours", type=float, default=0.0, help="demos made here: `horizonrl solve --detours` (recoveries)"
+    )
     p.add_argument("--families", default="textcraft,babyai")
     p.add_argument("--arms", default="sft,grpo,sft-equal")
     p.add_argument("--seeds", default="0,1,2")

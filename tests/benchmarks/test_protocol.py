@@ -326,3 +326,15 @@ def test_an_rl_arm_faces_the_low_lr_baseline_when_it_is_the_only_equal_compute_a
     }
     table = markdown(summarize(found, n_boot=50), "t", "cmd", ["grpo"])
     assert "- grpo − sft-equal-low-lr: -25.0 [" in table
+
+
+def test_demos_made_with_detours_hold_recoveries_and_plain_ones_none(tmp_path):
+    def made(folder, *flags):
+        args = protocol.parse_args(["--families", "textcraft", "--demos", str(tmp_path / folder), *flags])
+        [path] = protocol.demo_files(args)
+        return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+    plain, detoured = made("plain"), made("detoured", "--detours", "0.3")
+    assert len(plain) == len(detoured) == 444 and all(t["success"] for t in plain + detoured)
+    assert not any(t["meta"].get("detours") for t in plain)
+    assert sum(bool(t["meta"].get("detours")) for t in detoured) > 200

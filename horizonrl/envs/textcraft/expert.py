@@ -6,6 +6,9 @@ It works from the observation text (so it plays a remote env over HTTP as well a
 one); from the recipe database it takes only which specific kinds a generic ingredient
 such as "planks" accepts. Among alternative recipes and kinds it picks the one with the
 fewest actions (ties: alphabetical), so its plans are deterministic and near-minimal.
+
+`detour` gives the wrong actions `horizonrl solve --detours` plays before some of its moves, so
+that demos show the env's rejection and a recovery.
 """
 
 from __future__ import annotations
