@@ -24,7 +24,6 @@ from horizonrl.envs.textcraft.recipes import get_book
 _GOAL = re.compile(r"^Goal: craft (.+?)\.?\s*$", re.MULTILINE)
 _COMMAND = re.compile(r"^craft (\d+) (.+?) using (.+)$", re.MULTILINE)
 _GET_ACTION = re.compile(r"^get (\d+) (.+)$")
-_CRAFT_ACTION = re.compile(r"^craft (\d+) (.+?) using (.+)$")
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,11 @@ class _Shown:
 
 def _fmt(inputs: list[tuple[str, int]]) -> str:
     return ", ".join(f"{n} {name}" for name, n in inputs)
+
+
+def _parse(inputs: str) -> list[tuple[str, int]]:
+    """`"1 oak logs, 2 stick"` -> `[("oak logs", 1), ("stick", 2)]` (what `_fmt` writes)."""
+    return [(name, int(n)) for n, name in (p.strip().split(" ", 1) for p in inputs.split(","))]
 
 
 class TextCraftExpert:
@@ -53,9 +57,8 @@ class TextCraftExpert:
         self.goal = goal_match.group(1).strip()
         self.shown: dict[str, list[_Shown]] = {}
         for count, output, inputs in _COMMAND.findall(observation):
-            parts = tuple((name, int(n)) for n, name in (p.strip().split(" ", 1) for p in inputs.split(",")))
             self.shown.setdefault(output, []).append(
-                _Shown(int(count), parts, f"craft {count} {output} using {inputs}")
+                _Shown(int(count), tuple(_parse(inputs)), f"craft {count} {output} using {inputs}")
             )
         for recipes in self.shown.values():
             recipes.sort(key=lambda r: r.command)
@@ -148,10 +151,9 @@ def detour(action: str, rng: random.Random) -> str | None:
     if get := _GET_ACTION.match(action):
         count, raw = get.groups()
         return f"craft {count} {raw} using {count} {raw}"
-    if craft := _CRAFT_ACTION.match(action):
+    if craft := _COMMAND.match(action):
         count, item, inputs = craft.groups()
         if rng.random() < 0.5:
             return f"get {count} {item}"
-        doubled = [f"{2 * int(n)} {name}" for n, name in (p.strip().split(" ", 1) for p in inputs.split(","))]
-        return f"craft {count} {item} using {', '.join(doubled)}"
+        return f"craft {count} {item} using {_fmt([(name, 2 * n) for name, n in _parse(inputs)])}"
     return None
