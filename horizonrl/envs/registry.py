@@ -74,6 +74,18 @@ class Expert(Protocol):
 
 
 @dataclass(frozen=True)
+class Detour:
+    """A wrong move for an expert demo to recover from (`FamilySpec.detour`)."""
+
+    thought: str
+    """The wrong move's reasoning, as a learner would write it."""
+    action: str
+    """The wrong action; the env rejects it (`info["invalid_action"]`) and changes nothing."""
+    lesson: str
+    """What the rejection teaches; the recovering reply's thought opens with it."""
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     """Everything horizonrl needs to know about one environment family."""
 
@@ -89,10 +101,10 @@ class FamilySpec:
     """Maps an item id to its category; raises `UnknownItemError` for an unknown id."""
     make_expert: Callable[[], Expert] | None = None
     """Factory of the family's scripted expert, if it has one."""
-    detour: Callable[[str, random.Random], str | None] | None = None
-    """`detour(action, rng)`: a wrong action of a kind learners try in place of the expert's
-    `action`, one the env rejects without changing anything (None: none for this action). What
-    `horizonrl solve --detours P` plays to write demos that recover from a rejection."""
+    detour: Callable[[str, random.Random], Detour | None] | None = None
+    """`detour(action, rng)`: a wrong move of a kind learners make in place of the expert's
+    `action` (None: none for this action). What `horizonrl solve --detours P` plays to write
+    demos that recover from a rejection."""
     isolate: bool = False
     """Run each session's env in its own worker process on the server (JVM, browser)."""
     default_port: int = 36000

@@ -56,9 +56,10 @@ def play_expert(
 ) -> Trajectory:
     """Play one item with the family's expert, until the episode ends or `max_turns` (None: no cap).
 
-    `detours`: the chance, at each expert turn, that a wrong action (the family's `detour`) is
-    played first, its reply weighted 0 for SFT (`"weight": 0`), and the expert's action follows
-    the env's rejection with a thought that says so (`meta["detours"]` counts them). Drawn from a
+    `detours`: the chance, at each expert turn, that a wrong move (the family's `detour`) is
+    played first, its reply weighted 0 for SFT (`"weight": 0`), and the expert's move follows
+    the env's rejection, its thought opening with the detour's lesson (`meta["detours"]` counts
+    them): a recovery that says what changed, not the wrong thought again. Drawn from a
     generator seeded by `seed` and the item, so a file is the same on every run.
 
     Env failures, a detour the env accepts, and an uncapped expert still playing after
@@ -98,16 +99,16 @@ def play_expert(
             thought, action = expert.act(observation)
             wrong = spec.detour(action, rng) if spec.detour and rng.random() < detours else None
             if wrong is not None:
-                result = take(thought, wrong, 0)
+                result = take(wrong.thought, wrong.action, 0)
                 if not result.info.get("invalid_action"):
                     traj.failed = True
-                    traj.fail_reason = f"detour {wrong!r} was not rejected: {result.observation}"
+                    traj.fail_reason = f"detour {wrong.action!r} was not rejected: {result.observation}"
                     break
                 if result.done:  # the turn cap
                     break
                 traj.messages.append({"role": "user", "content": result.observation})
                 traj.meta["detours"] = traj.meta.get("detours", 0) + 1
-                thought = f"That action was rejected, so I do not repeat it. {thought}"
+                thought = f"{wrong.lesson} {thought}"
             result = take(thought, action, 1)
             observation = result.observation
             if result.done:

@@ -273,7 +273,7 @@ a wrong multiple of a recipe."""
 
 
 def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> None:
-    env = SPEC.make_env()
+    env, prompt = SPEC.make_env(), get_prompt("textcraft")
     kinds = Counter()
     for item_id in ALL_IDS:
         clean = play_expert(env, SPEC, item_id)
@@ -285,6 +285,8 @@ def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> Non
             if reply.get("weight") == 0:
                 assert observation["content"].startswith("Could not"), (item_id, reply, observation)
                 kinds.update(k for k in KINDS if k in observation["content"])
+                wrong = reply["content"].split("\nAction: ")[1]
+                assert prompt.parse_action(reply["content"]).action == wrong  # parses as the agent's would
             else:
                 kept.append(reply["content"].split("\nAction: ")[1])
         if replies[-1].get("weight") != 0:

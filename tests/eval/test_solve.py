@@ -8,7 +8,7 @@ import pytest
 from horizonrl.agent.prompts import FamilyPrompt, register_prompt
 from horizonrl.cli import main
 from horizonrl.envs.core import EnvError, StepResult, make_info
-from horizonrl.envs.registry import register
+from horizonrl.envs.registry import Detour, register
 from horizonrl.eval import solve
 from horizonrl.eval.metrics import success_summary
 from horizonrl.eval.solve import play_expert, solve_items
@@ -121,13 +121,14 @@ class _FlagsRejections(CountEnv):
 
 
 def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_action():
-    spec = replace(TOY_SPEC, detour=lambda action, rng: "dec")
+    spec = replace(TOY_SPEC, detour=lambda action, rng: Detour("Count down.", "dec", "Only inc counts up."))
     traj = play_expert(_FlagsRejections(), spec, "toy_2", detours=1.0)
     assert traj.success and not traj.failed and traj.num_turns == 6 and traj.meta["detours"] == 3
     replies = [m for m in traj.messages if m["role"] == "assistant"]
-    actions = [(m["content"].split("Action: ")[1], m.get("weight", 1)) for m in replies]
-    assert actions == [("dec", 0), ("inc", 1)] * 3
-    assert all(r["content"].startswith("Thought: That action was rejected") for r in replies[1::2])
+    wrong = {"role": "assistant", "content": "Thought: Count down.\nAction: dec", "weight": 0}
+    lesson_first = "Thought: Only inc counts up. Increase the count.\nAction: inc"
+    recovery = {"role": "assistant", "content": lesson_first}
+    assert replies == [wrong, recovery] * 3
     assert traj.messages[3]["content"].startswith("Invalid action.")
     again = play_expert(_FlagsRejections(), spec, "toy_2", detours=0.5)
     assert again.messages == play_expert(_FlagsRejections(), spec, "toy_2", detours=0.5).messages  # seeded
@@ -136,7 +137,8 @@ def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_acti
 
 
 def test_a_detour_the_env_does_not_flag_fails_the_demo_and_bad_detours_are_refused():
-    traj = play_expert(CountEnv(), replace(TOY_SPEC, detour=lambda action, rng: "dec"), "toy_2", detours=1.0)
+    spec = replace(TOY_SPEC, detour=lambda action, rng: Detour("Count down.", "dec", "Only inc counts up."))
+    traj = play_expert(CountEnv(), spec, "toy_2", detours=1.0)
     assert traj.failed and "detour 'dec' was not rejected" in traj.fail_reason and not traj.success
     with pytest.raises(ValueError, match="family 'toy' has no detour"):
         play_expert(CountEnv(), TOY_SPEC, "toy_2", detours=0.3)

@@ -7,8 +7,8 @@ one); from the recipe database it takes only which specific kinds a generic ingr
 such as "planks" accepts. Among alternative recipes and kinds it picks the one with the
 fewest actions (ties: alphabetical), so its plans are deterministic and near-minimal.
 
-`detour` gives the wrong actions `horizonrl solve --detours` plays before some of its moves, so
-that demos show the env's rejection and a recovery.
+`detour` gives the wrong moves `horizonrl solve --detours` plays before some of its moves, so
+that demos show the env's rejection and a recovery that says what it taught.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from horizonrl.envs.registry import Detour
 from horizonrl.envs.textcraft.recipes import get_book
 
 _GOAL = re.compile(r"^Goal: craft (.+?)\.?\s*$", re.MULTILINE)
@@ -143,17 +144,31 @@ class TextCraftExpert:
         return plan
 
 
-def detour(action: str, rng: random.Random) -> str | None:
-    """A wrong action in place of the expert's `action`, of the kinds the SFT policy's first
+def detour(action: str, rng: random.Random) -> Detour | None:
+    """A wrong move in place of the expert's `action`, of the kinds the SFT policy's first
     rejections are (`benchmarks/failure_modes.py`): crafting a raw material instead of getting it;
     instead of a craft, getting the crafted item or giving every ingredient twice over (a wrong
     multiple). The env rejects each one and changes nothing; None for any other action."""
     if get := _GET_ACTION.match(action):
         count, raw = get.groups()
-        return f"craft {count} {raw} using {count} {raw}"
+        return Detour(
+            f"I need {count} {raw}; craft it.",
+            f"craft {count} {raw} using {count} {raw}",
+            f"{raw} has no recipe, so it is a raw material: I get it instead of crafting it.",
+        )
     if craft := _COMMAND.match(action):
         count, item, inputs = craft.groups()
         if rng.random() < 0.5:
-            return f"get {count} {item}"
-        return f"craft {count} {item} using {_fmt([(name, 2 * n) for name, n in _parse(inputs)])}"
+            return Detour(
+                f"I need {count} {item}; get it.",
+                f"get {count} {item}",
+                f"{item} is not a raw material, so I craft it with its command instead of getting it.",
+            )
+        doubled = _fmt([(name, 2 * n) for name, n in _parse(inputs)])
+        return Detour(
+            f"I need {count} {item}; craft {count} using {doubled}.",
+            f"craft {count} {item} using {doubled}",
+            f"Those counts make more than {count} {item}: each ingredient is the command's count "
+            "times the crafts I need.",
+        )
     return None
