@@ -82,7 +82,7 @@ class Detour:
     action: str
     """The wrong action; the env rejects it (`info["invalid_action"]`) and changes nothing."""
     lesson: str
-    """What the rejection teaches; the recovering reply's thought opens with it."""
+    """What the rejection teaches, short: the recovering reply's whole thought."""
 
 
 @dataclass(frozen=True)

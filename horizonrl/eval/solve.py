@@ -58,8 +58,9 @@ def play_expert(
 
     `detours`: the chance, at each expert turn, that a wrong move (the family's `detour`) is
     played first, its reply weighted 0 for SFT (`"weight": 0`), and the expert's move follows
-    the env's rejection, its thought opening with the detour's lesson (`meta["detours"]` counts
-    them): a recovery that says what changed, not the wrong thought again. Drawn from a
+    the env's rejection, its thought the detour's lesson (`meta["detours"]` counts them): a
+    recovery that says what changed, not the wrong thought again, and no longer than a plain reply
+    (a reply cap such as the quickstart's 48 tokens would cut a longer one's action off). Drawn from a
     generator seeded by `seed` and the item, so a file is the same on every run.
 
     Env failures, a detour the env accepts, and an uncapped expert still playing after
@@ -108,7 +109,7 @@ def play_expert(
                     break
                 traj.messages.append({"role": "user", "content": result.observation})
                 traj.meta["detours"] = traj.meta.get("detours", 0) + 1
-                thought = f"{wrong.lesson} {thought}"
+                thought = wrong.lesson
             result = take(thought, action, 1)
             observation = result.observation
             if result.done:

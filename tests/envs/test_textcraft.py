@@ -18,6 +18,7 @@ from horizonrl.envs.registry import get_family, read_item_file, write_item_file
 from horizonrl.envs.textcraft import SPEC, TextCraftEnv, goal_of
 from horizonrl.envs.textcraft.recipes import get_book
 from horizonrl.eval.solve import play_expert
+from horizonrl.models import load_tokenizer
 
 ALL_IDS = [f"textcraft_{i}" for i in range(544)]
 
@@ -273,7 +274,7 @@ a wrong multiple of a recipe."""
 
 
 def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> None:
-    env, prompt = SPEC.make_env(), get_prompt("textcraft")
+    env, prompt, tok = SPEC.make_env(), get_prompt("textcraft"), load_tokenizer("tiny")  # SmolLM2's tokens
     kinds = Counter()
     for item_id in ALL_IDS:
         clean = play_expert(env, SPEC, item_id)
@@ -292,6 +293,12 @@ def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> Non
         if replies[-1].get("weight") != 0:
             kept.append(replies[-1]["content"].split("\nAction: ")[1])
         assert kept == [m["content"].split("\nAction: ")[1] for m in clean.messages[2::2]]
+        # a recovering reply is no longer than the plain one: a reply cap cuts neither's action off
+        pairs = zip(replies[:-1:2], replies[2::2], strict=True)  # (reply, the next reply)
+        recovering = [b["content"] for a, b in pairs if a.get("weight") == 0]
+        plain = {m["content"].split("\nAction: ")[1]: m["content"] for m in clean.messages[2::2]}
+        for reply in recovering:
+            assert len(tok.encode(reply)) <= len(tok.encode(plain[reply.split("\nAction: ")[1]])), reply
     assert all(kinds[k] for k in KINDS), kinds
 
 

@@ -126,8 +126,7 @@ def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_acti
     assert traj.success and not traj.failed and traj.num_turns == 6 and traj.meta["detours"] == 3
     replies = [m for m in traj.messages if m["role"] == "assistant"]
     wrong = {"role": "assistant", "content": "Thought: Count down.\nAction: dec", "weight": 0}
-    lesson_first = "Thought: Only inc counts up. Increase the count.\nAction: inc"
-    recovery = {"role": "assistant", "content": lesson_first}
+    recovery = {"role": "assistant", "content": "Thought: Only inc counts up.\nAction: inc"}
     assert replies == [wrong, recovery] * 3
     assert traj.messages[3]["content"].startswith("Invalid action.")
     again = play_expert(_FlagsRejections(), spec, "toy_2", detours=0.5)

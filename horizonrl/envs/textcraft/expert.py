@@ -154,21 +154,17 @@ def detour(action: str, rng: random.Random) -> Detour | None:
         return Detour(
             f"I need {count} {raw}; craft it.",
             f"craft {count} {raw} using {count} {raw}",
-            f"{raw} has no recipe, so it is a raw material: I get it instead of crafting it.",
+            f"{raw} has no recipe; I get it.",
         )
     if craft := _COMMAND.match(action):
         count, item, inputs = craft.groups()
         if rng.random() < 0.5:
-            return Detour(
-                f"I need {count} {item}; get it.",
-                f"get {count} {item}",
-                f"{item} is not a raw material, so I craft it with its command instead of getting it.",
-            )
+            lesson = f"{item} is not raw; I craft it."
+            return Detour(f"I need {count} {item}; get it.", f"get {count} {item}", lesson)
         doubled = _fmt([(name, 2 * n) for name, n in _parse(inputs)])
         return Detour(
             f"I need {count} {item}; craft {count} using {doubled}.",
             f"craft {count} {item} using {doubled}",
-            f"Those counts make more than {count} {item}: each ingredient is the command's count "
-            "times the crafts I need.",
+            f"Too many; {count} {item} takes {inputs}.",
         )
     return None
