@@ -58,9 +58,9 @@ def play_expert(
 
     `detours`: the chance, at each expert turn, that a wrong move (the family's `detour`) is
     played first, its reply weighted 0 for SFT (`"weight": 0`), and the expert's move follows
-    the env's rejection, its thought the detour's lesson (`meta["detours"]` counts them): a
-    recovery that says what changed, not the wrong thought again, and no longer than a plain reply
-    (a reply cap such as the quickstart's 48 tokens would cut a longer one's action off). Drawn from a
+    the env's rejection, its thought the detour's lesson alone (`meta["detours"]` counts them): a
+    recovery that says what changed rather than the wrong thought again. Lessons stay short: a
+    reply cap such as the quickstart's 48 tokens cuts a longer reply's action off. Drawn from a
     generator seeded by `seed` and the item, so a file is the same on every run.
 
     Env failures, a detour the env accepts, and an uncapped expert still playing after
