@@ -325,9 +325,11 @@ def base_overrides(args: argparse.Namespace, sft_model: str) -> list[str]:
 
 def demo_files(args: argparse.Namespace) -> list[str]:
     """Expert demos of each family (`<demos>/<family>_train.jsonl`), made when missing (with
-    `--detours`: a wrong action and its rejection before some expert moves)."""
+    `--detours`: a wrong action and its rejection before some expert moves); an existing file with
+    detours where none were asked for, or none where they were, stops the run."""
     from horizonrl.envs.registry import get_family
     from horizonrl.eval.solve import solve_split
+    from horizonrl.rollout.trajectory import iter_jsonl
 
     out = []
     for family in args.families:
@@ -337,6 +339,12 @@ def demo_files(args: argparse.Namespace) -> list[str]:
             print(f"[protocol] expert demos -> {path}", file=sys.stderr, flush=True)
             spec, limit = get_family(family), DEMO_LIMIT.get(family)
             solve_split(spec, "train", limit=limit, out=path, detours=args.detours)
+        elif bool(args.detours) != any(t.meta.get("detours") for t in iter_jsonl(path)):
+            held = "no detours" if args.detours else "detours"
+            raise SystemExit(
+                f"protocol: {path} holds {held} but --detours is {args.detours}; "
+                "name another --demos folder (the protocol makes its demos there)"
+            )
         out.append(str(path))
     return out
 

@@ -338,3 +338,7 @@ def test_demos_made_with_detours_hold_recoveries_and_plain_ones_none(tmp_path):
     assert len(plain) == len(detoured) == 444 and all(t["success"] for t in plain + detoured)
     assert not any(t["meta"].get("detours") for t in plain)
     assert sum(bool(t["meta"].get("detours")) for t in detoured) > 200
+    with pytest.raises(SystemExit, match="holds no detours but --detours is 0.3"):
+        made("plain", "--detours", "0.3")
+    with pytest.raises(SystemExit, match="holds detours but --detours is 0.0"):
+        made("detoured")
