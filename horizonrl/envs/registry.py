@@ -101,10 +101,10 @@ class FamilySpec:
     """Maps an item id to its category; raises `UnknownItemError` for an unknown id."""
     make_expert: Callable[[], Expert] | None = None
     """Factory of the family's scripted expert, if it has one."""
-    detour: Callable[[str, random.Random], Detour | None] | None = None
-    """`detour(action, rng)`: a wrong move of a kind learners make in place of the expert's
-    `action` (None: none for this action). What `horizonrl solve --detours P` plays to write
-    demos that recover from a rejection."""
+    detour: Callable[[str, str, random.Random], Detour | None] | None = None
+    """`detour(task, action, rng)`: a wrong move of a kind learners make in place of the expert's
+    `action`, in the episode whose first observation is `task` (None: none for this action). What
+    `horizonrl solve --detours P` plays to write demos that recover from a rejection."""
     isolate: bool = False
     """Run each session's env in its own worker process on the server (JVM, browser)."""
     default_port: int = 36000

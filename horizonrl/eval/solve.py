@@ -96,9 +96,10 @@ def play_expert(
         traj.messages = prompt.initial_messages(observation)
         record_view(traj, info)
         expert.reset(item_id, observation, info)
+        task = observation
         while True:
             thought, action = expert.act(observation)
-            wrong = spec.detour(action, rng) if spec.detour and rng.random() < detours else None
+            wrong = spec.detour(task, action, rng) if spec.detour and rng.random() < detours else None
             if wrong is not None:
                 result = take(wrong.thought, wrong.action, 0)
                 if not result.info.get("invalid_action"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from collections import Counter
@@ -14,8 +15,9 @@ import pytest
 from horizonrl.agent.prompts import get_prompt
 from horizonrl.envs.checker import check_env
 from horizonrl.envs.core import UnknownItemError
-from horizonrl.envs.registry import get_family, read_item_file, write_item_file
+from horizonrl.envs.registry import Detour, get_family, read_item_file, write_item_file
 from horizonrl.envs.textcraft import SPEC, TextCraftEnv, goal_of
+from horizonrl.envs.textcraft.expert import detour
 from horizonrl.envs.textcraft.recipes import get_book
 from horizonrl.eval.solve import play_expert
 from horizonrl.models import load_tokenizer
@@ -268,9 +270,9 @@ def test_expert_solves_every_goal_with_short_plans() -> None:
     assert sum(turns) / len(turns) < 6
 
 
-KINDS = ("it has no recipe", "it is not a raw material", "these ingredients make")
-"""The rejections of the three kinds of detour: crafting a raw material, getting a craftable item,
-a wrong multiple of a recipe."""
+KINDS = ("it has no recipe", "it is not a raw material", "these ingredients make", "No recipe makes")
+"""The rejections of the four kinds of detour: crafting a raw material, getting a craftable item,
+a wrong multiple of a recipe, skipping an intermediate item."""
 
 
 def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> None:
@@ -284,7 +286,8 @@ def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> Non
         kept, replies = [], traj.messages[2:]
         for reply, observation in zip(replies[::2], replies[1::2], strict=False):
             if reply.get("weight") == 0:
-                assert observation["content"].startswith("Could not"), (item_id, reply, observation)
+                rejected = observation["content"].startswith(("Could not", "No recipe"))
+                assert rejected, (item_id, reply, observation)
                 kinds.update(k for k in KINDS if k in observation["content"])
                 wrong = reply["content"].split("\nAction: ")[1]
                 assert prompt.parse_action(reply["content"]).action == wrong  # parses as the agent's would
@@ -300,6 +303,39 @@ def test_every_detour_is_rejected_and_the_expert_recovers_on_every_goal() -> Non
         for reply in recovering:
             assert len(tok.encode(reply)) <= len(tok.encode(plain[reply.split("\nAction: ")[1]])), reply
     assert all(kinds[k] for k in KINDS), kinds
+
+
+def test_a_skip_detour_crafts_the_goals_step_not_a_distractor_from_the_raw_material() -> None:
+    """Skipping an intermediate item crafts what the goal's tree makes from it (brick slab), not
+    another shown command that uses it too (brick wall, listed first), and the env names the recipe."""
+    env = SPEC.make_env()
+    task, _ = env.reset("textcraft_166")
+    assert task.index("using 6 bricks") < task.index("craft 6 brick slab using 3 bricks")
+    skip = detour(task, "craft 3 bricks using 12 brick", _Draws(0.0))
+    assert skip == Detour(
+        "I have everything; craft brick slab using 12 brick.",
+        "craft 6 brick slab using 12 brick",
+        "brick slab takes bricks; craft it first.",
+    )
+    env.step("get 12 brick")
+    assert skip is not None
+    rejection = env.step(skip.action)
+    assert rejection.info["invalid_action"] and rejection.observation.startswith("No recipe makes brick slab")
+    doubled = detour(task, "craft 3 bricks using 12 brick", _Draws(0.9))
+    assert doubled is not None and doubled.action == "craft 3 bricks using 24 brick"
+    goal = detour(task, "craft 6 brick slab using 3 bricks", _Draws(0.0))  # nothing shown is made from it
+    assert goal is not None and goal.action == "get 6 brick slab"
+
+
+class _Draws(random.Random):
+    """An rng whose every draw is `value`."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(0)
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
 
 
 def test_prompt_describes_grammar_and_format() -> None:

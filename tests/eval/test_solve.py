@@ -121,7 +121,7 @@ class _FlagsRejections(CountEnv):
 
 
 def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_action():
-    spec = replace(TOY_SPEC, detour=lambda action, rng: Detour("Count down.", "dec", "Only inc counts up."))
+    spec = replace(TOY_SPEC, detour=lambda task, action, rng: Detour("Count down.", "dec", "Only inc counts up."))
     traj = play_expert(_FlagsRejections(), spec, "toy_2", detours=1.0)
     assert traj.success and not traj.failed and traj.num_turns == 6 and traj.meta["detours"] == 3
     replies = [m for m in traj.messages if m["role"] == "assistant"]
@@ -136,7 +136,7 @@ def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_acti
 
 
 def test_a_detour_the_env_does_not_flag_fails_the_demo_and_bad_detours_are_refused():
-    spec = replace(TOY_SPEC, detour=lambda action, rng: Detour("Count down.", "dec", "Only inc counts up."))
+    spec = replace(TOY_SPEC, detour=lambda task, action, rng: Detour("Count down.", "dec", "Only inc counts up."))
     traj = play_expert(CountEnv(), spec, "toy_2", detours=1.0)
     assert traj.failed and "detour 'dec' was not rejected" in traj.fail_reason and not traj.success
     with pytest.raises(ValueError, match="family 'toy' has no detour"):

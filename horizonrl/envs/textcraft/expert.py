@@ -144,11 +144,13 @@ class TextCraftExpert:
         return plan
 
 
-def detour(action: str, rng: random.Random) -> Detour | None:
+def detour(task: str, action: str, rng: random.Random) -> Detour | None:
     """A wrong move in place of the expert's `action`, of the kinds the SFT policy's first
     rejections are (`benchmarks/failure_modes.py`): crafting a raw material instead of getting it;
-    instead of a craft, getting the crafted item or giving every ingredient twice over (a wrong
-    multiple). The env rejects each one and changes nothing; None for any other action."""
+    instead of a craft, getting the crafted item, giving every ingredient twice over (a wrong
+    multiple), or — for an intermediate item — skipping it: crafting what `task`'s commands make
+    from it straight from its own ingredients (the policy's most common first rejection, "No recipe
+    makes ..."). The env rejects each one and changes nothing; None for any other action."""
     if get := _GET_ACTION.match(action):
         count, raw = get.groups()
         return Detour(
@@ -158,6 +160,14 @@ def detour(action: str, rng: random.Random) -> Detour | None:
         )
     if craft := _COMMAND.match(action):
         count, item, inputs = craft.groups()
+        parent = _made_from(task, item)
+        if parent is not None and rng.random() < 0.5:
+            made, name = parent
+            return Detour(
+                f"I have everything; craft {name} using {inputs}.",
+                f"craft {made} {name} using {inputs}",
+                f"{name} takes {item}; craft it first.",
+            )
         if rng.random() < 0.5:
             lesson = f"{item} is not raw; I craft it."
             return Detour(f"I need {count} {item}; get it.", f"get {count} {item}", lesson)
@@ -167,4 +177,21 @@ def detour(action: str, rng: random.Random) -> Detour | None:
             f"craft {count} {item} using {doubled}",
             f"Too many; {count} {item} takes {inputs}.",
         )
+    return None
+
+
+def _made_from(task: str, item: str) -> tuple[str, str] | None:
+    """The crafting command of `task` that makes a step of its goal's tree from `item` (or from a
+    generic slot `item` fills), as (count, output); None when no such command is shown."""
+    kinds = get_book().group_kinds
+    commands = [(count, output, _parse(inputs)) for count, output, inputs in _COMMAND.findall(task)]
+    goal = _GOAL.search(task)
+    tree, grew = {goal.group(1).strip()} if goal else set(), True
+    while grew:  # the goal and everything a shown command makes it from
+        fills = {i for _, output, inputs in commands if output in tree for i, _ in inputs}
+        fills |= {k for name in fills for k in kinds.get(name, ())}
+        grew, tree = not fills <= tree, tree | fills
+    for count, output, inputs in commands:
+        if output in tree and any(name == item or item in kinds.get(name, ()) for name, _ in inputs):
+            return count, output
     return None
