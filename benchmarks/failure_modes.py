@@ -13,22 +13,29 @@ again: it ignored the env's feedback), with a reply the agent could not parse an
 env's first rejection in each failed episode, grouped by its first three words with digits as N (a
 rough, family-agnostic taxonomy: read the episodes in `horizonrl view` for the detail). Turns are
 split as the viewer splits them (`turns_of`: each action parsed in its family's style). Only files
-are read.
+are read, unless `--expert`: then the family's expert plays each item (a local env) and the row
+says how many solved and failed episodes opened with another move than the expert's (TextCraft:
+the first `get`'s count is the whole plan's arithmetic).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
+from horizonrl.agent.prompts import get_prompt  # noqa: E402
+from horizonrl.envs.core import TextEnv  # noqa: E402
+from horizonrl.envs.registry import family_of, get_family  # noqa: E402
+from horizonrl.eval.solve import play_expert  # noqa: E402
 from horizonrl.viewer.replay import turns_of  # noqa: E402
 
 FINAL_EVAL = Path("eval/final/trajectories.jsonl")
@@ -41,18 +48,24 @@ def rejection_kind(observation: str) -> str:
     return " ".join(re.sub(r"\d+", "N", observation).split()[:3])
 
 
-def failure_modes(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Counts over `episodes` (trajectory records); see the module docstring."""
+def failure_modes(
+    episodes: Iterable[dict[str, Any]], expert_opening: Callable[[str], str | None] | None = None
+) -> dict[str, Any]:
+    """Counts over `episodes` (trajectory records); see the module docstring. `expert_opening(item_id)`:
+    the expert's first action on the item (`--expert`)."""
     n = solved = invalid = stuck = unparsed = truncated = 0
+    other_opening = Counter({True: 0, False: 0})  # by success: opened with another move than the expert's
     first_rejection: Counter[str] = Counter()
     for ep in episodes:
         n += 1
+        turns = turns_of(ep)["turns"]  # the viewer's split: each action parsed in its family's style
+        actions = [t["action"] for t in turns]
+        if expert_opening is not None:
+            other_opening[bool(ep["success"])] += not actions or actions[0] != expert_opening(ep["item_id"])
         if ep["success"]:
             solved += 1
             continue
         flags = list(ep.get("turn_invalid") or [])
-        turns = turns_of(ep)["turns"]  # the viewer's split: each action parsed in its family's style
-        actions = [t["action"] for t in turns]
         observations = [t["observation_after"] or "" for t in turns]
         truncated += bool(ep.get("truncated"))
         unparsed += bool((ep.get("meta") or {}).get("parse_errors"))
@@ -75,7 +88,24 @@ def failure_modes(episodes: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "failed_unparsed": unparsed,
         "failed_truncated": truncated,
         "first_rejections": first_rejection.most_common(),
-    }
+        **({"solved_other_opening": other_opening[True], "failed_other_opening": other_opening[False]}
+           if expert_opening else {}),
+    }  # fmt: skip
+
+
+@functools.cache
+def _env(family: str) -> TextEnv:
+    return get_family(family).make_env()
+
+
+def expert_opening(item_id: str) -> str | None:
+    """The first action of the expert of `item_id`'s family on it (None: the family has no expert)."""
+    spec = family_of(item_id)
+    if spec.make_expert is None:
+        return None
+    demo = play_expert(_env(spec.name), spec, item_id, max_turns=1)
+    first = next((m for m in demo.messages if m["role"] == "assistant"), None)
+    return None if first is None else get_prompt(spec.name).parse_action(first["content"]).action
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -103,18 +133,24 @@ def _share(k: int, n: int) -> str:
 
 
 def markdown(rows: dict[str, dict[str, Any]], top: int = 4) -> str:
+    opening = all("failed_other_opening" in m for m in rows.values())
+    extra = " another opening than the expert's: solved / failed |" if opening else ""
     lines = [
         "| arm | episodes | solved | failed | failed with an invalid turn | stuck on a rejected action "
-        "| with a reply without an action | cut at the cap | first rejections (most common) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| with a reply without an action | cut at the cap | first rejections (most common) |{extra}",
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if opening else ""),
     ]
     for label, m in rows.items():
         kinds = ", ".join(f"{k} {c}" for k, c in m["first_rejections"][:top]) or "—"
+        cell = ""
+        if opening:
+            solved, failed = m["solved_other_opening"], m["failed_other_opening"]
+            cell = f" {_share(solved, m['solved'])} / {_share(failed, m['failed'])} |"
         lines.append(
             f"| {label} | {m['episodes']} | {_share(m['solved'], m['episodes'])} | {m['failed']} "
             f"| {_share(m['failed_invalid'], m['failed'])} | {_share(m['failed_stuck'], m['failed'])} "
             f"| {_share(m['failed_unparsed'], m['failed'])} | {_share(m['failed_truncated'], m['failed'])} "
-            f"| {kinds} |"
+            f"| {kinds} |{cell}"
         )
     return "\n".join(lines) + "\n"
 
@@ -122,9 +158,13 @@ def markdown(rows: dict[str, dict[str, Any]], top: int = 4) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("paths", nargs="+", type=Path, help="trajectories.jsonl files or run / protocol folders")
+    p.add_argument("--expert", action="store_true", help="count openings that differ from the expert's")
     args = p.parse_args(argv)
+    opening = expert_opening if args.expert else None
     rows = {
-        label if len(args.paths) == 1 or path.is_file() else f"{path.name}/{label}": failure_modes(eps)
+        label if len(args.paths) == 1 or path.is_file() else f"{path.name}/{label}": failure_modes(
+            eps, opening
+        )
         for path in args.paths
         for label, eps in load(path).items()
     }

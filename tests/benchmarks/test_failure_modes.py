@@ -72,3 +72,22 @@ def test_a_protocol_folder_pools_each_arms_seeds_into_one_row(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"| {seeds[0]} | 2 | 1 (50%) | 1 | 1 (100%) | 1 (100%) |" in out
     assert f"| {seeds[1]} | 2 | 1 (50%) | 1 | 1 (100%) | 0 (0%) |" in out
+
+
+def test_expert_counts_the_episodes_that_open_with_another_move_than_the_experts(tmp_path, capsys):
+    # textcraft_157: blue ice from 9 packed ice, each from 9 ice; the expert opens with `get 81 ice`
+    right = {**episode(["get 81 ice"], ["Got 81 ice"], [False], True), "item_id": "textcraft_157"}
+    # the plan's arithmetic collapsed: 9 ice, then blue ice straight from it
+    short = episode(["get 9 ice", "craft 1 blue ice using 9 ice"], ["Got 9 ice", "No recipe makes"], [0, 1])
+    short["item_id"] = "textcraft_157"
+    assert fm.expert_opening("textcraft_157") == "get 81 ice"
+    m = fm.failure_modes([right, short, short], fm.expert_opening)
+    assert (m["solved_other_opening"], m["failed_other_opening"]) == (0, 2)
+    assert "failed_other_opening" not in fm.failure_modes([right, short])  # only with --expert
+
+    path = tmp_path / "sft" / fm.FINAL_EVAL
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(e) + "\n" for e in [right, short, short]))
+    assert fm.main([str(tmp_path), "--expert"]) == 0
+    assert "another opening than the expert's: solved / failed |" in (out := capsys.readouterr().out)
+    assert out.splitlines()[-1].endswith("| No recipe makes 2 | 0 (0%) / 2 (100%) |")
