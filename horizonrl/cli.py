@@ -7,6 +7,7 @@ function in the module that owns the workflow, imported only when that subcomman
     horizonrl new-env NAME [--dir D]
     horizonrl serve FAMILY [--host H] [--port P]
     horizonrl solve FAMILY --split S [--limit N] [--server URL] [--out FILE] [--max-turns T] [--detours P]
+                    [--expert-kwargs JSON]
     horizonrl eval --model M --env FAMILY --split S [--limit N] [--max-turns T] --out DIR
     horizonrl train CONFIG [dotted.key=value ...] [--dry-run]
     horizonrl sft|dpo|agentevol CONFIG [dotted.key=value ...]
@@ -143,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="chance per turn of a wrong action first, then the expert's recovery (SFT weight 0 on it)",
+    )
+    p.add_argument(
+        "--expert-kwargs",
+        default="{}",
+        help='JSON object passed to the family\'s expert factory (TextCraft: {"worked": true})',
     )
     p.set_defaults(func=_handler("horizonrl.eval.solve:solve_main"))
 

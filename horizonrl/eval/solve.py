@@ -23,6 +23,7 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -241,9 +242,30 @@ def solve_summary(
     }
 
 
-def solve_main(args: argparse.Namespace) -> int:
-    spec = get_family(args.family)
+def with_expert_kwargs(spec: FamilySpec, text: str) -> FamilySpec:
+    """`spec` whose expert factory takes the JSON object `text` (`--expert-kwargs`); `ValueError` for
+    text that is not a JSON object or arguments the factory does not take."""
     try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--expert-kwargs is not valid JSON: {exc}") from None
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"--expert-kwargs must be a JSON object, got {text!r}")
+    if not kwargs:
+        return spec
+    if spec.make_expert is None:
+        raise ValueError(f"family {spec.name!r} has no expert")
+    make_expert = functools.partial(spec.make_expert, **kwargs)
+    try:
+        make_expert()
+    except TypeError as exc:
+        raise ValueError(f"the {spec.name} expert does not take --expert-kwargs {text}: {exc}") from None
+    return replace(spec, make_expert=make_expert)
+
+
+def solve_main(args: argparse.Namespace) -> int:
+    try:
+        spec = with_expert_kwargs(get_family(args.family), args.expert_kwargs)
         check_detours(spec, args.detours)
     except ValueError as exc:
         raise SystemExit(f"horizonrl solve: {exc}") from None

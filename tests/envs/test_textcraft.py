@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,11 +18,12 @@ from horizonrl.agent.prompts import get_prompt
 from horizonrl.envs.checker import check_env
 from horizonrl.envs.core import UnknownItemError
 from horizonrl.envs.registry import Detour, get_family, read_item_file, write_item_file
-from horizonrl.envs.textcraft import SPEC, TextCraftEnv, goal_of
-from horizonrl.envs.textcraft.expert import detour
+from horizonrl.envs.textcraft import SPEC, TextCraftEnv, TextCraftExpert, goal_of
+from horizonrl.envs.textcraft.expert import WORKED_MAX_CHARS, detour
 from horizonrl.envs.textcraft.recipes import get_book
 from horizonrl.eval.solve import play_expert
 from horizonrl.models import load_tokenizer
+from horizonrl.rollout.trajectory import Trajectory
 
 ALL_IDS = [f"textcraft_{i}" for i in range(544)]
 
@@ -336,6 +339,42 @@ class _Draws(random.Random):
 
     def random(self) -> float:
         return self.value
+
+
+def test_worked_thoughts_carry_each_gets_count_down_the_recipes_without_changing_a_move() -> None:
+    env, tok = SPEC.make_env(), load_tokenizer("tiny")  # SmolLM2's tokens
+    worked_spec = replace(SPEC, make_expert=lambda: TextCraftExpert(worked=True))
+    worked_gets = gets = 0
+    for item_id in [i for i in ALL_IDS if SPEC.category_of(i) in ("depth 1", "depth 2")]:
+        plain, worked = play_expert(env, SPEC, item_id), play_expert(env, worked_spec, item_id)
+        assert worked.success and _actions(worked) == _actions(plain), item_id
+        for reply in worked.messages[2::2]:
+            thought, action = reply["content"].removeprefix("Thought: ").split("\nAction: ")
+            if not action.startswith("get "):
+                continue
+            gets += 1
+            if thought.startswith("I need") or thought.startswith("To craft"):
+                continue  # a raw material two crafts use, or a chain past WORKED_MAX_CHARS
+            worked_gets += 1
+            assert len(thought) <= WORKED_MAX_CHARS
+            # each link "A X need(s) [t×n = ]B Y": the next link starts from B Y; the last B Y is the get
+            links = [re.fullmatch(r"(\d+) (.+?) needs? (?:(\d+)×(\d+) = )?(\d+) (.+)", link) for link in
+                     thought.removesuffix(".").split("; ")]  # fmt: skip
+            assert all(links) and links[0][1] == "1", thought
+            for link, after in zip(links, links[1:], strict=False):
+                assert (after[1], after[2]) == (link[5], link[6]), thought
+            for link in links:
+                assert link[3] is None or int(link[3]) * int(link[4]) == int(link[5]), thought
+            assert f"get {links[-1][5]} {links[-1][6]}" == action, thought
+    assert worked_gets > 0.9 * gets
+    first = play_expert(env, worked_spec, "textcraft_157").messages[2]["content"]
+    chain = "1 blue ice needs 9 packed ice; 9 packed ice need 9×9 = 81 ice."
+    assert first == f"Thought: {chain}\nAction: get 81 ice"
+    assert len(tok.encode(first)) <= 48
+
+
+def _actions(traj: Trajectory) -> list[str]:
+    return [m["content"].split("\nAction: ")[1] for m in traj.messages[2::2]]
 
 
 def test_prompt_describes_grammar_and_format() -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import replace
 
 import pytest
@@ -120,8 +121,12 @@ class _FlagsRejections(CountEnv):
         return result
 
 
+def _count_down(task: str, action: str, rng: random.Random) -> Detour:
+    return Detour("Count down.", "dec", "Only inc counts up.")
+
+
 def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_action():
-    spec = replace(TOY_SPEC, detour=lambda task, action, rng: Detour("Count down.", "dec", "Only inc counts up."))
+    spec = replace(TOY_SPEC, detour=_count_down)
     traj = play_expert(_FlagsRejections(), spec, "toy_2", detours=1.0)
     assert traj.success and not traj.failed and traj.num_turns == 6 and traj.meta["detours"] == 3
     replies = [m for m in traj.messages if m["role"] == "assistant"]
@@ -136,7 +141,7 @@ def test_detours_put_a_weight_0_mistake_and_its_rejection_before_the_expert_acti
 
 
 def test_a_detour_the_env_does_not_flag_fails_the_demo_and_bad_detours_are_refused():
-    spec = replace(TOY_SPEC, detour=lambda task, action, rng: Detour("Count down.", "dec", "Only inc counts up."))
+    spec = replace(TOY_SPEC, detour=_count_down)
     traj = play_expert(CountEnv(), spec, "toy_2", detours=1.0)
     assert traj.failed and "detour 'dec' was not rejected" in traj.fail_reason and not traj.success
     with pytest.raises(ValueError, match="family 'toy' has no detour"):
@@ -145,3 +150,23 @@ def test_a_detour_the_env_does_not_flag_fails_the_demo_and_bad_detours_are_refus
         play_expert(CountEnv(), TOY_SPEC, "toy_2", detours=1.5)
     with pytest.raises(SystemExit, match="horizonrl solve: family 'toy' has no detour"):
         main(["solve", "toy", "--split", "train", "--detours", "0.3"])
+
+
+def test_expert_kwargs_reach_the_experts_factory_and_bad_ones_are_refused(tmp_path, capsys):
+    out = tmp_path / "textcraft_test.jsonl"
+    args = ["solve", "textcraft", "--split", "test", "--limit", "3", "--out", str(out)]
+    assert main([*args, "--expert-kwargs", '{"worked": true}']) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["success_rate"] == 1.0
+    worked = [t.messages[2]["content"] for t in iter_jsonl(out)]
+    assert main(args) == 0
+    plain = [t.messages[2]["content"] for t in iter_jsonl(out)]
+    assert all(" need" in w and "I need" not in w for w in worked) and all("I need" in p for p in plain)
+    for bad, message in [
+        ("{worked}", "--expert-kwargs is not valid JSON"),
+        ("[1]", "--expert-kwargs must be a JSON object"),
+        ('{"wroked": true}', "the textcraft expert does not take --expert-kwargs"),
+    ]:
+        with pytest.raises(SystemExit, match=f"horizonrl solve: {message}"):
+            main([*args, "--expert-kwargs", bad])
+    with pytest.raises(SystemExit, match="horizonrl solve: the toy expert does not take"):
+        main(["solve", "toy", "--split", "train", "--expert-kwargs", '{"worked": true}'])

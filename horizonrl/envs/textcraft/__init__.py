@@ -102,8 +102,8 @@ def make_env(**kwargs: int) -> TextCraftEnv:
     return TextCraftEnv(**kwargs)
 
 
-def make_expert() -> TextCraftExpert:
-    return TextCraftExpert()
+def make_expert(worked: bool = False) -> TextCraftExpert:
+    return TextCraftExpert(worked=worked)
 
 
 SPEC = FamilySpec(

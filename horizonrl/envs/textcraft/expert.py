@@ -25,6 +25,10 @@ from horizonrl.envs.textcraft.recipes import get_book
 _GOAL = re.compile(r"^Goal: craft (.+?)\.?\s*$", re.MULTILINE)
 _COMMAND = re.compile(r"^craft (\d+) (.+?) using (.+)$", re.MULTILINE)
 _GET_ACTION = re.compile(r"^get (\d+) (.+)$")
+WORKED_MAX_CHARS = 100
+"""The longest worked thought (`TextCraftExpert(worked=True)`): with its action, a reply SmolLM2's
+tokenizer keeps within the quickstart's 48-token reply cap (3 of the 737 such replies on all goals
+exceed it); longer ones, mostly depth 3-4 chains, keep the plain thought."""
 
 
 @dataclass(frozen=True)
@@ -44,10 +48,16 @@ def _parse(inputs: str) -> list[tuple[str, int]]:
 
 
 class TextCraftExpert:
-    """Scripted player; `reset` plans from the first observation, `act` replays the plan."""
+    """Scripted player; `reset` plans from the first observation, `act` replays the plan.
 
-    def __init__(self) -> None:
+    `worked`: each `get`'s thought works its count out along the recipes from the goal down ("1
+    blue ice needs 9 packed ice; 9 packed ice need 9×9 = 81 ice.") instead of stating it ("I need
+    81 ice"); a raw material that more than one craft uses, or a worked thought longer than
+    `WORKED_MAX_CHARS`, keeps the plain thought."""
+
+    def __init__(self, worked: bool = False) -> None:
         self.book = get_book()
+        self.worked = worked
         self.plan: list[tuple[str, str]] = []
 
     def reset(self, item_id: str, observation: str, info: dict[str, Any]) -> None:
@@ -132,7 +142,11 @@ class TextCraftExpert:
         plan: list[tuple[str, str]] = []
         for k, raw in enumerate(raws):
             first = f"To craft {self.goal} I first gather raw materials. " if k == 0 else ""
-            plan.append((f"{first}I need {demand[raw]} {raw}; get it.", f"get {demand[raw]} {raw}"))
+            thought = f"{first}I need {demand[raw]} {raw}; get it."
+            links = _links(raw, uses, demand, times) if self.worked else []
+            if links and len(worked := "; ".join(links) + ".") <= WORKED_MAX_CHARS:
+                thought = worked
+            plan.append((thought, f"get {demand[raw]} {raw}"))
         for item in crafts:
             made = times[item] * self._recipe(item).count
             inputs = [(i, times[item] * n) for i, n in uses[item]]
@@ -142,6 +156,25 @@ class TextCraftExpert:
                 thought = f"I need {demand[item]} {item}; craft {made} using {_fmt(inputs)}."
             plan.append((thought, f"craft {made} {item} using {_fmt(inputs)}"))
         return plan
+
+
+def _links(
+    raw: str, uses: dict[str, list[tuple[str, int]]], demand: dict[str, int], times: dict[str, int]
+) -> list[str]:
+    """The counts from the goal down to `raw`, one link per recipe ("9 packed ice need 9×9 = 81
+    ice"); [] unless each item on the way is used by exactly one craft."""
+    links: list[str] = []
+    item = raw
+    while True:
+        users = [(p, n) for p, inputs in uses.items() for i, n in inputs if i == item]
+        if not users:
+            return links
+        if len(users) > 1:
+            return []
+        (parent, n), need = users[0], demand[users[0][0]]
+        amount = f"{n} {item}" if times[parent] == 1 else f"{times[parent]}×{n} = {times[parent] * n} {item}"
+        links.insert(0, f"{need} {parent} {'needs' if need == 1 else 'need'} {amount}")
+        item = parent
 
 
 def detour(task: str, action: str, rng: random.Random) -> Detour | None:
