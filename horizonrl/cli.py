@@ -43,6 +43,17 @@ def _handler(target: str) -> Callable[[argparse.Namespace], int | None]:
     return run
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """An argparse type: a JSON object (`--env-kwargs`, `--expert-kwargs`)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
+
+
 def cmd_envs(args: argparse.Namespace) -> int:
     from horizonrl.envs.registry import PluginError, family_names, family_source, get_family
 
@@ -127,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-sessions", type=int, default=None, help="cap on live sessions (429 past it)")
     p.add_argument("--idle-ttl", type=float, default=None, help="seconds before an idle session is closed")
     p.add_argument("--log-level", default="warning")
-    p.add_argument("--env-kwargs", default="{}", help="JSON object passed to the family's env factory")
+    p.add_argument(
+        "--env-kwargs", type=_json_object, default={}, help="JSON object passed to the family's env factory"
+    )
     p.set_defaults(func=_handler("horizonrl.server.app:serve_main"))
 
     p = sub.add_parser("solve", help="play items with the family's scripted expert")
@@ -147,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--expert-kwargs",
-        default="{}",
+        type=_json_object,
+        default={},
         help='JSON object passed to the family\'s expert factory (TextCraft: {"worked": true})',
     )
     p.set_defaults(func=_handler("horizonrl.eval.solve:solve_main"))

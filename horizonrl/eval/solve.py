@@ -242,15 +242,9 @@ def solve_summary(
     }
 
 
-def with_expert_kwargs(spec: FamilySpec, text: str) -> FamilySpec:
-    """`spec` whose expert factory takes the JSON object `text` (`--expert-kwargs`); `ValueError` for
-    text that is not a JSON object or arguments the factory does not take."""
-    try:
-        kwargs = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--expert-kwargs is not valid JSON: {exc}") from None
-    if not isinstance(kwargs, dict):
-        raise ValueError(f"--expert-kwargs must be a JSON object, got {text!r}")
+def with_expert_kwargs(spec: FamilySpec, kwargs: dict[str, Any]) -> FamilySpec:
+    """`spec` whose expert factory takes `kwargs` (`--expert-kwargs`); `ValueError` for arguments
+    the factory does not take."""
     if not kwargs:
         return spec
     if spec.make_expert is None:
@@ -259,7 +253,7 @@ def with_expert_kwargs(spec: FamilySpec, text: str) -> FamilySpec:
     try:
         make_expert()
     except TypeError as exc:
-        raise ValueError(f"the {spec.name} expert does not take --expert-kwargs {text}: {exc}") from None
+        raise ValueError(f"the {spec.name} expert does not take --expert-kwargs {kwargs}: {exc}") from None
     return replace(spec, make_expert=make_expert)
 
 

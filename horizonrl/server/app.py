@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -310,17 +308,9 @@ def serve_main(args: argparse.Namespace) -> int:
     import uvicorn
 
     spec = get_family(args.family)
-    try:
-        env_kwargs = json.loads(args.env_kwargs or "{}")
-    except json.JSONDecodeError as exc:
-        print(f"--env-kwargs is not valid JSON: {exc}", file=sys.stderr)
-        return 2
-    if not isinstance(env_kwargs, dict):
-        print("--env-kwargs must be a JSON object", file=sys.stderr)
-        return 2
     app = create_app(
         spec,
-        env_kwargs=env_kwargs,
+        env_kwargs=args.env_kwargs,
         max_sessions=args.max_sessions or DEFAULT_MAX_SESSIONS,
         idle_ttl=args.idle_ttl or DEFAULT_IDLE_TTL,
     )
