@@ -98,6 +98,7 @@ def _env(family: str) -> TextEnv:
     return get_family(family).make_env()
 
 
+@functools.cache  # an item's opening is the same in every arm and seed
 def expert_opening(item_id: str) -> str | None:
     """The first action of the expert of `item_id`'s family on it (None: the family has no expert)."""
     spec = family_of(item_id)
