@@ -219,7 +219,8 @@ def _made_from(task: str, item: str) -> tuple[str, str] | None:
     kinds = get_book().group_kinds
     commands = [(count, output, _parse(inputs)) for count, output, inputs in _COMMAND.findall(task)]
     goal = _GOAL.search(task)
-    tree, grew = {goal.group(1).strip()} if goal else set(), True
+    tree = {goal.group(1).strip()} if goal else set()
+    grew = True
     while grew:  # the goal and everything a shown command makes it from
         fills = {i for _, output, inputs in commands if output in tree for i, _ in inputs}
         fills |= {k for name in fills for k in kinds.get(name, ())}
