@@ -82,6 +82,7 @@ from benchmarks.protocol_report import (  # noqa: E402
     write_report,
 )
 from benchmarks.protocol_scoreboard import write_scoreboard  # noqa: E402
+from horizonrl.cli import json_object  # noqa: E402
 from horizonrl.config import Config, ConfigError, load_config  # noqa: E402
 from horizonrl.trainer.memory import release_memory  # noqa: E402
 
@@ -325,8 +326,9 @@ def base_overrides(args: argparse.Namespace, sft_model: str) -> list[str]:
 
 def demo_files(args: argparse.Namespace) -> list[str]:
     """Expert demos of each family (`<demos>/<family>_train.jsonl`), made when missing (with
-    `--detours`: a wrong action and its rejection before some expert moves); an existing file with
-    detours where none were asked for, or none where they were, stops the run."""
+    `--detours`: a wrong action and its rejection before some expert moves; with `--expert-kwargs`:
+    the expert's variant); an existing file made otherwise (detours where none were asked for, or
+    none where they were; another expert variant) stops the run."""
     from horizonrl.envs.registry import get_family
     from horizonrl.eval.solve import solve_split
     from horizonrl.rollout.trajectory import iter_jsonl
@@ -338,11 +340,23 @@ def demo_files(args: argparse.Namespace) -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             print(f"[protocol] expert demos -> {path}", file=sys.stderr, flush=True)
             spec, limit = get_family(family), DEMO_LIMIT.get(family)
-            solve_split(spec, "train", limit=limit, out=path, detours=args.detours)
-        elif bool(args.detours) != any(t.meta.get("detours") for t in iter_jsonl(path)):
+            solve_split(
+                spec, "train", limit=limit, out=path, detours=args.detours, expert_kwargs=args.expert_kwargs
+            )
+            out.append(str(path))
+            continue
+        trajs = list(iter_jsonl(path))
+        if bool(args.detours) != any(t.meta.get("detours") for t in trajs):
             held = "no detours" if args.detours else "detours"
             raise SystemExit(
                 f"protocol: {path} holds {held} but --detours is {args.detours}; "
+                "name another --demos folder (the protocol makes its demos there)"
+            )
+        held_kwargs = {json.dumps(t.meta.get("expert_kwargs", {}), sort_keys=True) for t in trajs}
+        if held_kwargs != {json.dumps(args.expert_kwargs, sort_keys=True)}:
+            raise SystemExit(
+                f"protocol: {path} was written by the expert with kwargs {' and '.join(sorted(held_kwargs))} "
+                f"but --expert-kwargs is {json.dumps(args.expert_kwargs)}; "
                 "name another --demos folder (the protocol makes its demos there)"
             )
         out.append(str(path))
@@ -668,6 +682,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--detours", type=float, default=0.0, help="demos made here: `horizonrl solve --detours` (recoveries)"
     )
+    p.add_argument(
+        "--expert-kwargs",
+        type=json_object,
+        default={},
+        help='demos made here: `horizonrl solve --expert-kwargs` (TextCraft: {"worked": true})',
+    )
     p.add_argument("--families", default="textcraft,babyai")
     p.add_argument("--arms", default="sft,grpo,sft-equal")
     p.add_argument("--seeds", default="0,1,2")
@@ -694,6 +714,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     args.families = [f for f in args.families.split(",") if f]
+    if args.expert_kwargs:
+        from horizonrl.envs.registry import get_family
+        from horizonrl.eval.solve import build_expert
+
+        for family in args.families:
+            try:
+                build_expert(get_family(family), args.expert_kwargs)
+            except ValueError as exc:
+                p.error(str(exc))
     args.arms = [a for a in args.arms.split(",") if a]
     args.seeds = [int(s) for s in args.seeds.split(",") if s]
     args.caps = [int(c) for c in args.caps.split(",") if c]

@@ -43,7 +43,7 @@ def _handler(target: str) -> Callable[[argparse.Namespace], int | None]:
     return run
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
     """An argparse type: a JSON object (`--env-kwargs`, `--expert-kwargs`)."""
     try:
         value = json.loads(text)
@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-ttl", type=float, default=None, help="seconds before an idle session is closed")
     p.add_argument("--log-level", default="warning")
     p.add_argument(
-        "--env-kwargs", type=_json_object, default={}, help="JSON object passed to the family's env factory"
+        "--env-kwargs", type=json_object, default={}, help="JSON object passed to the family's env factory"
     )
     p.set_defaults(func=_handler("horizonrl.server.app:serve_main"))
 
@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--expert-kwargs",
-        type=_json_object,
+        type=json_object,
         default={},
         help='JSON object passed to the family\'s expert factory (TextCraft: {"worked": true})',
     )

@@ -99,8 +99,9 @@ class FamilySpec:
     """Sub-task names used for the per-category breakdown, in report order."""
     category_of: Callable[[str], str]
     """Maps an item id to its category; raises `UnknownItemError` for an unknown id."""
-    make_expert: Callable[[], Expert] | None = None
-    """Factory of the family's scripted expert, if it has one."""
+    make_expert: Callable[..., Expert] | None = None
+    """Factory of the family's scripted expert, if it has one; its keyword arguments, if any, are
+    variants (`horizonrl solve --expert-kwargs`)."""
     detour: Callable[[str, str, random.Random], Detour | None] | None = None
     """`detour(task, action, rng)`: a wrong move of a kind learners make in place of the expert's
     `action`, in the episode whose first observation is `task` (None: none for this action). What

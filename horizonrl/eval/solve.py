@@ -23,13 +23,12 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from horizonrl.agent.prompts import get_prompt
 from horizonrl.envs.core import EnvError, StepResult, TextEnv
-from horizonrl.envs.registry import FamilySpec, get_family
+from horizonrl.envs.registry import Expert, FamilySpec, get_family
 from horizonrl.envs.wrappers import TurnLimit
 from horizonrl.eval.metrics import success_summary
 from horizonrl.rollout.trajectory import Trajectory, record_view, write_jsonl
@@ -46,6 +45,17 @@ def check_detours(spec: FamilySpec, detours: float) -> None:
         raise ValueError(f"family {spec.name!r} has no detour (wrong actions) for its expert to recover from")
 
 
+def build_expert(spec: FamilySpec, kwargs: dict[str, Any] | None = None) -> Expert:
+    """The family's expert, its factory given `kwargs` (`--expert-kwargs`); `ValueError` when the
+    family has none or its factory does not take `kwargs`."""
+    if spec.make_expert is None:
+        raise ValueError(f"family {spec.name!r} has no expert")
+    try:
+        return spec.make_expert(**(kwargs or {}))
+    except TypeError as exc:
+        raise ValueError(f"the {spec.name} expert does not take --expert-kwargs {kwargs}: {exc}") from None
+
+
 def play_expert(
     env: TextEnv,
     spec: FamilySpec,
@@ -54,6 +64,7 @@ def play_expert(
     seed: int = 0,
     max_turns: int | None = None,
     detours: float = 0.0,
+    expert_kwargs: dict[str, Any] | None = None,
 ) -> Trajectory:
     """Play one item with the family's expert, until the episode ends or `max_turns` (None: no cap).
 
@@ -64,16 +75,19 @@ def play_expert(
     reply cap such as the quickstart's 48 tokens cuts a longer reply's action off. Drawn from a
     generator seeded by `seed` and the item, so a file is the same on every run.
 
+    `expert_kwargs`: passed to the family's expert factory (TextCraft: `{"worked": true}`) and kept
+    in `meta["expert_kwargs"]`, so a demo file says which expert wrote it.
+
     Env failures, a detour the env accepts, and an uncapped expert still playing after
     `EXPERT_TURN_GUARD` turns give a `failed` trajectory with the reason.
     """
-    if spec.make_expert is None:
-        raise ValueError(f"family {spec.name!r} has no expert")
+    expert = build_expert(spec, expert_kwargs)
     check_detours(spec, detours)
     rng = random.Random(f"{seed}:{item_id}")
     prompt = get_prompt(spec.name)
-    expert = spec.make_expert()
     traj = Trajectory(item_id=item_id, category=spec.category_of(item_id), seed=seed, max_turns=max_turns)
+    if expert_kwargs:
+        traj.meta["expert_kwargs"] = dict(expert_kwargs)
     played: TextEnv = env if max_turns is None else TurnLimit(env, max_turns)
 
     def take(thought: str, action: str, weight: int) -> StepResult:
@@ -135,13 +149,22 @@ def solve_items(
     max_turns: int | None = None,
     workers: int = 1,
     detours: float = 0.0,
+    expert_kwargs: dict[str, Any] | None = None,
 ) -> list[Trajectory]:
     """Play every item with the expert, `workers` at a time, each worker with its own env."""
 
     def run(chunk: Sequence[str]) -> list[Trajectory]:
         env = make_env()
         try:
-            play = functools.partial(play_expert, env, spec, seed=seed, max_turns=max_turns, detours=detours)
+            play = functools.partial(
+                play_expert,
+                env,
+                spec,
+                seed=seed,
+                max_turns=max_turns,
+                detours=detours,
+                expert_kwargs=expert_kwargs,
+            )
             return [play(item) for item in chunk]
         finally:
             env.close()
@@ -166,6 +189,7 @@ def solve_split(
     workers: int = 1,
     env_kwargs: dict[str, Any] | None = None,
     detours: float = 0.0,
+    expert_kwargs: dict[str, Any] | None = None,
 ) -> list[Trajectory]:
     """What `horizonrl solve` plays: the first `limit` items of `split` (all when None), through
     `server` when given (else local envs built with `env_kwargs`), with a progress bar on stderr;
@@ -182,8 +206,10 @@ def solve_split(
                 return RemoteEnv(server, family=spec.name)
             return spec.make_env(**kwargs)
 
-        trajectories = _solve_batches(spec, split, item_ids, make_env, seed=seed, max_turns=max_turns,
-                                      workers=workers, detours=detours)  # fmt: skip
+        trajectories = _solve_batches(
+            spec, split, item_ids, make_env, seed=seed, max_turns=max_turns, workers=workers,
+            detours=detours, expert_kwargs=expert_kwargs,
+        )  # fmt: skip
     if out:
         out = Path(out)
         tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
@@ -202,6 +228,7 @@ def _solve_batches(
     max_turns: int | None,
     workers: int,
     detours: float,
+    expert_kwargs: dict[str, Any] | None,
 ) -> list[Trajectory]:
     """`solve_items` over batches of `item_ids`, with a progress bar on stderr."""
     from rich.console import Console
@@ -217,8 +244,9 @@ def _solve_batches(
     ):
         chunk = item_ids[start : start + batch]
         trajectories += solve_items(
-            make_env, spec, chunk, seed=seed, max_turns=max_turns, workers=workers, detours=detours
-        )
+            make_env, spec, chunk, seed=seed, max_turns=max_turns, workers=workers, detours=detours,
+            expert_kwargs=expert_kwargs,
+        )  # fmt: skip
     return trajectories
 
 
@@ -242,24 +270,10 @@ def solve_summary(
     }
 
 
-def with_expert_kwargs(spec: FamilySpec, kwargs: dict[str, Any]) -> FamilySpec:
-    """`spec` whose expert factory takes `kwargs` (`--expert-kwargs`); `ValueError` for arguments
-    the factory does not take."""
-    if not kwargs:
-        return spec
-    if spec.make_expert is None:
-        raise ValueError(f"family {spec.name!r} has no expert")
-    make_expert = functools.partial(spec.make_expert, **kwargs)
-    try:
-        make_expert()
-    except TypeError as exc:
-        raise ValueError(f"the {spec.name} expert does not take --expert-kwargs {kwargs}: {exc}") from None
-    return replace(spec, make_expert=make_expert)
-
-
 def solve_main(args: argparse.Namespace) -> int:
     try:
-        spec = with_expert_kwargs(get_family(args.family), args.expert_kwargs)
+        spec = get_family(args.family)
+        build_expert(spec, args.expert_kwargs)
         check_detours(spec, args.detours)
     except ValueError as exc:
         raise SystemExit(f"horizonrl solve: {exc}") from None
@@ -273,6 +287,7 @@ def solve_main(args: argparse.Namespace) -> int:
         max_turns=args.max_turns,
         workers=args.workers,
         detours=args.detours,
+        expert_kwargs=args.expert_kwargs,
     )
     summary = solve_summary(trajectories, spec, args.split, args.max_turns)
     failed = [t for t in trajectories if t.failed]

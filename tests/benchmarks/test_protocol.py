@@ -342,3 +342,23 @@ def test_demos_made_with_detours_hold_recoveries_and_plain_ones_none(tmp_path):
         made("plain", "--detours", "0.3")
     with pytest.raises(SystemExit, match="holds detours but --detours is 0.0"):
         made("detoured")
+
+
+def test_demos_made_by_an_expert_variant_say_so_and_another_variant_is_refused(tmp_path, capsys):
+    def made(folder, *flags):
+        args = protocol.parse_args(["--families", "textcraft", "--demos", str(tmp_path / folder), *flags])
+        [path] = protocol.demo_files(args)
+        return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+    worked = made("worked", "--expert-kwargs", '{"worked": true}')
+    assert len(worked) == 444 and all(t["success"] for t in worked)
+    assert all(t["meta"]["expert_kwargs"] == {"worked": True} for t in worked)
+    assert sum("×" in t["messages"][2]["content"] for t in worked) > 100  # the worked chains
+    with pytest.raises(SystemExit, match=r'kwargs \{"worked": true\} but --expert-kwargs is \{\}'):
+        made("worked")
+    made("plain")
+    with pytest.raises(SystemExit, match=r'kwargs \{\} but --expert-kwargs is \{"worked": true\}'):
+        made("plain", "--expert-kwargs", '{"worked": true}')
+    with pytest.raises(SystemExit):
+        made("other", "--expert-kwargs", '{"wroked": true}')
+    assert "the textcraft expert does not take --expert-kwargs" in capsys.readouterr().err

@@ -158,8 +158,10 @@ def test_expert_kwargs_reach_the_experts_factory_and_bad_ones_are_refused(tmp_pa
     assert main([*args, "--expert-kwargs", '{"worked": true}']) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["success_rate"] == 1.0
     worked = [t.messages[2]["content"] for t in iter_jsonl(out)]
+    assert all(t.meta["expert_kwargs"] == {"worked": True} for t in iter_jsonl(out))  # the file says so
     assert main(args) == 0
     plain = [t.messages[2]["content"] for t in iter_jsonl(out)]
+    assert not any("expert_kwargs" in t.meta for t in iter_jsonl(out))
     assert all(" need" in w and "I need" not in w for w in worked) and all("I need" in p for p in plain)
     for bad, message in [("{worked}", "not valid JSON"), ("[1]", "must be a JSON object, got '[1]'")]:
         with pytest.raises(SystemExit):
