@@ -327,40 +327,42 @@ def base_overrides(args: argparse.Namespace, sft_model: str) -> list[str]:
 def demo_files(args: argparse.Namespace) -> list[str]:
     """Expert demos of each family (`<demos>/<family>_train.jsonl`), made when missing (with
     `--detours`: a wrong action and its rejection before some expert moves; with `--expert-kwargs`:
-    the expert's variant); an existing file made otherwise (detours where none were asked for, or
-    none where they were; another expert variant) stops the run."""
+    the expert's variant); an existing file made otherwise stops the run (`check_demos`)."""
     from horizonrl.envs.registry import get_family
     from horizonrl.eval.solve import solve_split
-    from horizonrl.rollout.trajectory import iter_jsonl
 
     out = []
     for family in args.families:
         path = Path(args.demos) / f"{family}_train.jsonl"
-        if not path.exists():
+        if path.exists():
+            check_demos(path, args)
+        else:
             path.parent.mkdir(parents=True, exist_ok=True)
             print(f"[protocol] expert demos -> {path}", file=sys.stderr, flush=True)
             spec, limit = get_family(family), DEMO_LIMIT.get(family)
             solve_split(
                 spec, "train", limit=limit, out=path, detours=args.detours, expert_kwargs=args.expert_kwargs
             )
-            out.append(str(path))
-            continue
-        trajs = list(iter_jsonl(path))
-        if bool(args.detours) != any(t.meta.get("detours") for t in trajs):
-            held = "no detours" if args.detours else "detours"
-            raise SystemExit(
-                f"protocol: {path} holds {held} but --detours is {args.detours}; "
-                "name another --demos folder (the protocol makes its demos there)"
-            )
-        held_kwargs = {json.dumps(t.meta.get("expert_kwargs", {}), sort_keys=True) for t in trajs}
-        if held_kwargs != {json.dumps(args.expert_kwargs, sort_keys=True)}:
-            raise SystemExit(
-                f"protocol: {path} was written by the expert with kwargs {' and '.join(sorted(held_kwargs))} "
-                f"but --expert-kwargs is {json.dumps(args.expert_kwargs)}; "
-                "name another --demos folder (the protocol makes its demos there)"
-            )
         out.append(str(path))
     return out
+
+
+def check_demos(path: Path, args: argparse.Namespace) -> None:
+    """Stop the run when the demos at `path` were made otherwise than asked: detours where none
+    were asked for, or none where they were; another expert variant (`meta["expert_kwargs"]`)."""
+    from horizonrl.rollout.trajectory import iter_jsonl
+
+    trajs = list(iter_jsonl(path))
+    retry = "name another --demos folder (the protocol makes its demos there)"
+    if bool(args.detours) != any(t.meta.get("detours") for t in trajs):
+        held = "no detours" if args.detours else "detours"
+        raise SystemExit(f"protocol: {path} holds {held} but --detours is {args.detours}; {retry}")
+    held_kwargs = {json.dumps(t.meta.get("expert_kwargs", {}), sort_keys=True) for t in trajs}
+    if held_kwargs != {json.dumps(args.expert_kwargs, sort_keys=True)}:
+        raise SystemExit(
+            f"protocol: {path} was written by the expert with kwargs {' and '.join(sorted(held_kwargs))} "
+            f"but --expert-kwargs is {json.dumps(args.expert_kwargs)}; {retry}"
+        )
 
 
 def sft_run_overrides(cfg: Config, demos: list[str]) -> list[str]:
