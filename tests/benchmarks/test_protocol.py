@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -328,12 +329,15 @@ def test_an_rl_arm_faces_the_low_lr_baseline_when_it_is_the_only_equal_compute_a
     assert "- grpo − sft-equal-low-lr: -25.0 [" in table
 
 
-def test_demos_made_with_detours_hold_recoveries_and_plain_ones_none(tmp_path):
-    def made(folder, *flags):
-        args = protocol.parse_args(["--families", "textcraft", "--demos", str(tmp_path / folder), *flags])
-        [path] = protocol.demo_files(args)
-        return [json.loads(line) for line in Path(path).read_text().splitlines()]
+def _demos(tmp_path, folder, *flags):
+    """The protocol's TextCraft demos in `tmp_path/folder` (made when missing), as JSON rows."""
+    args = protocol.parse_args(["--families", "textcraft", "--demos", str(tmp_path / folder), *flags])
+    [path] = protocol.demo_files(args)
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
+
+def test_demos_made_with_detours_hold_recoveries_and_plain_ones_none(tmp_path):
+    made = functools.partial(_demos, tmp_path)
     plain, detoured = made("plain"), made("detoured", "--detours", "0.3")
     assert len(plain) == len(detoured) == 444 and all(t["success"] for t in plain + detoured)
     assert not any(t["meta"].get("detours") for t in plain)
@@ -345,11 +349,7 @@ def test_demos_made_with_detours_hold_recoveries_and_plain_ones_none(tmp_path):
 
 
 def test_demos_made_by_an_expert_variant_say_so_and_another_variant_is_refused(tmp_path, capsys):
-    def made(folder, *flags):
-        args = protocol.parse_args(["--families", "textcraft", "--demos", str(tmp_path / folder), *flags])
-        [path] = protocol.demo_files(args)
-        return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
+    made = functools.partial(_demos, tmp_path)
     worked = made("worked", "--expert-kwargs", '{"worked": true}')
     assert len(worked) == 444 and all(t["success"] for t in worked)
     assert all(t["meta"]["expert_kwargs"] == {"worked": True} for t in worked)
