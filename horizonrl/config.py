@@ -91,6 +91,10 @@ class DataConfig:
     """RL: Data-ID JSON files (`[{"item_id": ...}]`, the reference's `<task>_train.json`) to use
     instead of the families' splits. SFT / DPO / AgentEvol (seed set) / an RL warm start: trajectory
     JSONL files (`horizonrl solve ... --out`, rollout or eval trajectories)."""
+    expert_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Family -> keyword arguments of its scripted expert (`horizonrl solve --expert-kwargs`), e.g.
+    `{textcraft: {worked: true}}`: the variant that writes a missing `train_files` demo file of that
+    family, and that an existing one must have been written by (its trajectories' `meta`)."""
     categories: list[str] = field(default_factory=list)
     """Keep only items of these categories (e.g. `["depth 1", "depth 2"]`); empty keeps all."""
     max_items: int | None = None
@@ -118,6 +122,10 @@ class DataConfig:
         )
         _check(bool(self.families or self.train_files), "data.families or data.train_files must be set")
         _check(self.max_items is None or self.max_items >= 1, "data.max_items must be >= 1 when set")
+        _check(
+            all(isinstance(v, dict) for v in self.expert_kwargs.values()),
+            f"data.expert_kwargs maps a family to its expert's kwargs (a mapping), got {self.expert_kwargs}",
+        )
 
 
 VLLM_WEIGHT_SYNC = ("file",)

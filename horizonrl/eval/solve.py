@@ -21,7 +21,7 @@ import functools
 import json
 import os
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,12 @@ def build_expert(spec: FamilySpec, kwargs: dict[str, Any] | None = None) -> Expe
         return spec.make_expert(**(kwargs or {}))
     except TypeError as exc:
         raise ValueError(f"the {spec.name} expert does not take --expert-kwargs {kwargs}: {exc}") from None
+
+
+def expert_variants(trajectories: Iterable[Trajectory]) -> set[str]:
+    """The expert variants that wrote `trajectories`: each one's `meta["expert_kwargs"]` as sorted
+    JSON, `{}` for the default expert (and for trajectories no expert wrote)."""
+    return {json.dumps(t.meta.get("expert_kwargs", {}), sort_keys=True) for t in trajectories}
 
 
 def play_expert(

@@ -17,7 +17,8 @@ from horizonrl.server.external import register_external, resolve_family
 
 
 def resolve_config_families(cfg: Config) -> Config:
-    """`cfg` with `data.families`, `eval.families`, `env.servers` and `env.kwargs` keyed by names."""
+    """`cfg` with `data.families`, `eval.families`, `data.expert_kwargs`, `env.servers` and `env.kwargs`
+    keyed by names."""
     try:
         load_plugins(cfg.env.plugins)
         for entry in cfg.env.external:
@@ -28,7 +29,11 @@ def resolve_config_families(cfg: Config) -> Config:
 
         return replace(
             cfg,
-            data=replace(cfg.data, families=[name(f) for f in cfg.data.families]),
+            data=replace(
+                cfg.data,
+                families=[name(f) for f in cfg.data.families],
+                expert_kwargs={name(k): v for k, v in cfg.data.expert_kwargs.items()},
+            ),
             eval=replace(cfg.eval, families=[name(f) for f in cfg.eval.families]),
             env=replace(
                 cfg.env,

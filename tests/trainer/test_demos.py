@@ -79,3 +79,32 @@ def test_a_count_at_the_end_of_the_name_limits_the_items(tmp_path, capsys):
     assert ensure_demos(_cfg(f"data.train_files=[{path}]", "data.families=[textcraft,babyai]")) == [path]
     assert [t.item_id for t in iter_jsonl(path)] == ["babyai_0", "babyai_1", "babyai_2"]
     assert "--split train --limit 3 --out" in capsys.readouterr().out
+
+
+def test_an_expert_variant_writes_the_missing_demos_and_an_existing_file_must_be_its(tmp_path, capsys):
+    plain = tmp_path / "plain" / "textcraft_train_20.jsonl"
+    ensure_demos(_cfg(f"data.train_files=[{plain}]"))
+    path = tmp_path / "textcraft_train_20.jsonl"
+    worked = _cfg(f"data.train_files=[{path}]", "data.expert_kwargs={textcraft: {worked: true}}")
+    assert ensure_demos(worked) == [path]
+    trajs = list(iter_jsonl(path))
+    assert len(trajs) == 20 and all(t.success and t.meta["expert_kwargs"] == {"worked": True} for t in trajs)
+    for made, default in zip(trajs, iter_jsonl(plain), strict=True):  # the same moves, other thoughts
+        thought, action = made.messages[2]["content"].split("Action:")
+        default_thought, default_action = default.messages[2]["content"].split("Action:")
+        assert thought != default_thought and action == default_action
+    assert """--limit 20 --expert-kwargs '{"worked": true}' --out""" in capsys.readouterr().out
+    assert ensure_demos(worked) == []  # its own variant's file: used as it is
+    refused = r'kwargs \{"worked": true\} but data.expert_kwargs.textcraft is \{\}'
+    with pytest.raises(SystemExit, match=refused):
+        ensure_demos(_cfg(f"data.train_files=[{path}]", "data.expert_kwargs={textcraft: {}}"))
+    assert ensure_demos(_cfg(f"data.train_files=[{path}]")) == []  # no variant named: not checked
+    with pytest.raises(SystemExit, match=r"with kwargs \{\} but data.expert_kwargs.textcraft is"):
+        ensure_demos(_cfg(f"data.train_files=[{plain}]", "data.expert_kwargs={textcraft: {worked: true}}"))
+
+
+def test_kwargs_the_expert_does_not_take_stop_the_run_before_anything_is_made(tmp_path):
+    path = tmp_path / "textcraft_train.jsonl"
+    with pytest.raises(SystemExit, match="the textcraft expert does not take --expert-kwargs"):
+        ensure_demos(_cfg(f"data.train_files=[{path}]", "data.expert_kwargs={textcraft: {wroked: true}}"))
+    assert not path.exists()
