@@ -55,9 +55,9 @@ def demo_source(path: Path, cfg: Config) -> tuple[FamilySpec, str, int | None]:
 def check_expert_variants(cfg: Config) -> None:
     """Stop the run when an existing `data.train_files` file of a family named in `data.expert_kwargs`
     was written by another expert variant (a file whose family cannot be told is not checked)."""
-    for path in (Path(f) for f in cfg.data.train_files):
+    for path in (Path(f) for f in cfg.data.train_files if Path(f).exists()):
         try:
-            family = demo_source(path, cfg)[0].name if path.exists() else None
+            family = demo_source(path, cfg)[0].name
         except ValueError:
             continue
         if family not in cfg.data.expert_kwargs:
