@@ -350,7 +350,7 @@ def demo_files(args: argparse.Namespace) -> list[str]:
 def check_demos(path: Path, args: argparse.Namespace) -> None:
     """Stop the run when the demos at `path` were made otherwise than asked: detours where none
     were asked for, or none where they were; another expert variant (`meta["expert_kwargs"]`)."""
-    from horizonrl.eval.solve import expert_variants
+    from horizonrl.eval.solve import other_expert_variants
     from horizonrl.rollout.trajectory import iter_jsonl
 
     trajs = list(iter_jsonl(path))
@@ -358,10 +358,9 @@ def check_demos(path: Path, args: argparse.Namespace) -> None:
     if bool(args.detours) != any(t.meta.get("detours") for t in trajs):
         held = "no detours" if args.detours else "detours"
         raise SystemExit(f"protocol: {path} holds {held} but --detours is {args.detours}; {retry}")
-    held_kwargs = expert_variants(trajs)
-    if held_kwargs != {json.dumps(args.expert_kwargs, sort_keys=True)}:
+    if held_kwargs := other_expert_variants(trajs, args.expert_kwargs):
         raise SystemExit(
-            f"protocol: {path} was written by the expert with kwargs {' and '.join(sorted(held_kwargs))} "
+            f"protocol: {path} was written by the expert with kwargs {held_kwargs} "
             f"but --expert-kwargs is {json.dumps(args.expert_kwargs)}; {retry}"
         )
 

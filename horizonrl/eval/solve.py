@@ -56,10 +56,12 @@ def build_expert(spec: FamilySpec, kwargs: dict[str, Any] | None = None) -> Expe
         raise ValueError(f"the {spec.name} expert does not take --expert-kwargs {kwargs}: {exc}") from None
 
 
-def expert_variants(trajectories: Iterable[Trajectory]) -> set[str]:
-    """The expert variants that wrote `trajectories`: each one's `meta["expert_kwargs"]` as sorted
-    JSON, `{}` for the default expert (and for trajectories no expert wrote)."""
-    return {json.dumps(t.meta.get("expert_kwargs", {}), sort_keys=True) for t in trajectories}
+def other_expert_variants(trajectories: Iterable[Trajectory], expert_kwargs: dict[str, Any] | None) -> str:
+    """Empty when the expert with `expert_kwargs` wrote every one of `trajectories`; else the variants
+    that wrote them, each `meta["expert_kwargs"]` as sorted JSON (`{}`: the default expert, and
+    trajectories no expert wrote), joined by " and "."""
+    held = {json.dumps(t.meta.get("expert_kwargs", {}), sort_keys=True) for t in trajectories}
+    return "" if held == {json.dumps(expert_kwargs or {}, sort_keys=True)} else " and ".join(sorted(held))
 
 
 def play_expert(

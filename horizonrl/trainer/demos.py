@@ -26,7 +26,7 @@ from pathlib import Path
 
 from horizonrl.config import Config
 from horizonrl.envs.registry import FamilySpec, family_names, get_family
-from horizonrl.eval.solve import build_expert, expert_variants, solve_split
+from horizonrl.eval.solve import build_expert, other_expert_variants, solve_split
 from horizonrl.rollout.trajectory import iter_jsonl
 
 
@@ -62,13 +62,12 @@ def check_expert_variants(cfg: Config) -> None:
             continue
         if family not in cfg.data.expert_kwargs:
             continue
-        asked = json.dumps(cfg.data.expert_kwargs[family], sort_keys=True)
-        held = expert_variants(iter_jsonl(path))
-        if held != {asked}:
+        asked = cfg.data.expert_kwargs[family]
+        if held := other_expert_variants(iter_jsonl(path), asked):
             raise SystemExit(
                 f"horizonrl {cfg.algorithm.name}: {path} was written by the {family} expert with kwargs "
-                f"{' and '.join(sorted(held))} but data.expert_kwargs.{family} is {asked}; remove the file "
-                f"(it is made again) or name another in data.train_files"
+                f"{held} but data.expert_kwargs.{family} is {json.dumps(asked, sort_keys=True)}; remove the "
+                f"file (it is made again) or name another in data.train_files"
             )
 
 
