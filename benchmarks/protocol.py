@@ -179,6 +179,13 @@ ARMS = {
             " 0.002-0.06 nats a token at 0.8)",
         ),
         Arm(
+            "grpo-cap5-t12",
+            "rl",
+            ("schedule.type=fixed", "schedule.rounds=[5]", "rollout.temperature=1.2"),
+            "GRPO at lr 2e-5, fixed cap 5, rollouts at temperature 1.2 (the worked base's depth-2 groups"
+            " differ 19% / 34% / 47% of the time at 0.8 / 1.0 / 1.2)",
+        ),
+        Arm(
             "grpo-low-lr-n8-cap5",
             "rl",
             ("trainer.lr=5.0e-6", "rollout.n=8", "schedule.type=fixed", "schedule.rounds=[5]"),
