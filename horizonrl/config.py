@@ -540,6 +540,14 @@ class TrainerConfig:
     max_failed_steps: int = 3
     """Stop the run after this many consecutive steps in which every episode failed (the env
     servers are down: `failed/frac == 1`)."""
+    release_memory_above: float = 0.5
+    """Supervised steps (SFT, DPO) hand the heap's freed pages back to the system
+    (`horizonrl.trainer.memory.keep_under`) once the process holds more than this share of the
+    machine's memory (or its container's limit) after a step; the step row then logs
+    `memory/released_gb`. A CPU step's freed memory otherwise stays in the process and creeps up
+    over a long run (150 steps of the default model: 6.9 -> 16.2 GB); a trim costs the next step
+    ~2.6 s (BENCHMARKS.md "Host memory of long runs"). 0: after every step; 1: never. RL steps
+    trim after every step regardless (the rollout engine needs the room)."""
 
     def __post_init__(self) -> None:
         _check(self.total_steps >= 1, "trainer.total_steps must be >= 1")
@@ -554,6 +562,11 @@ class TrainerConfig:
         _check(self.max_nonfinite_steps >= 1, "trainer.max_nonfinite_steps must be >= 1")
         _check(self.max_failed_steps >= 1, "trainer.max_failed_steps must be >= 1")
         _check(self.adam_eps > 0, "trainer.adam_eps must be > 0")
+        _check(
+            0 <= self.release_memory_above <= 1,
+            "trainer.release_memory_above is a share of the machine's memory in [0, 1], "
+            f"got {self.release_memory_above}",
+        )
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ def test_validation_runs_on_load():
         load_config(None, ["algorithm.adv_estimator=remax"])
     with pytest.raises(ConfigError, match="rollout.n must be >= 1"):
         load_config(None, ["rollout.n=0"])
+    with pytest.raises(ConfigError, match=r"release_memory_above is a share .* in \[0, 1\], got 8"):
+        load_config(None, ["trainer.release_memory_above=8"])  # GB meant: a clear error, not "never"
 
 
 def test_cross_key_checks_name_both_keys():

@@ -54,7 +54,7 @@ from horizonrl.rollout.trajectory import Trajectory, read_jsonl, write_jsonl
 from horizonrl.trainer.batch import collate
 from horizonrl.trainer.data import ItemSampler, load_items
 from horizonrl.trainer.episodes import Episode, Rollout
-from horizonrl.trainer.memory import memory_report, release_memory
+from horizonrl.trainer.memory import keep_under, release_memory
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.sft import SupervisedRun, load_trajectories, sft_examples, sft_step
 
@@ -224,7 +224,7 @@ class AgentEvolTrainer(SupervisedRun):
             with timer("step"):
                 rows = [self.set[int(i)] for i in self.sampler.next_batch(self.batch_size)]
                 metrics = sft_step(self.learner, collate(rows))
-            metrics |= memory_report()
+            metrics |= keep_under(self.cfg.trainer.release_memory_above)
             self.step += 1
             self.phase_steps += 1
             metrics["time/step"] = timer.seconds["step"]

@@ -40,7 +40,7 @@ from horizonrl.trainer.batch import Batch, collate, micro_batches
 from horizonrl.trainer.data import ItemSampler
 from horizonrl.trainer.episodes import Rollout
 from horizonrl.trainer.learner import Learner
-from horizonrl.trainer.memory import memory_report, release_memory
+from horizonrl.trainer.memory import keep_under, release_memory
 from horizonrl.trainer.monitor import PhaseTimer
 from horizonrl.trainer.run import TrainingRun
 
@@ -197,7 +197,8 @@ class SupervisedRun(TrainingRun):
             timer = PhaseTimer()
             with timer("step"):
                 metrics = self.train_step()
-                metrics |= memory_report()  # the next step reuses what this one freed: no trim between
+                # the next step reuses what this one freed: trim only when the held heap crept too high
+                metrics |= keep_under(cfg.trainer.release_memory_above)
             self.step += 1
             seconds = timer.seconds["step"]
             self.trained_seconds += seconds
@@ -212,6 +213,8 @@ class SupervisedRun(TrainingRun):
                 where, took = f"step {self.step}/{total}", f"{seconds:.1f} s"
             if "memory/rss_gb" in metrics:
                 took += f" | {metrics['memory/rss_gb']:.1f} GB"
+            if "memory/released_gb" in metrics:
+                took += f" ({metrics['memory/released_gb']:.1f} GB handed back)"
             self.say(f"{where} | {self.step_line(metrics)} | {took}")
             if self.due(cfg.trainer.save_every) or self.step == total:
                 self.save()

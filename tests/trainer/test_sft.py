@@ -307,3 +307,32 @@ def test_max_seconds_stops_the_steps_and_a_resume_gets_no_fresh_budget(tmp_path,
     assert SFTTrainer(both).time_budget() == 1e-6  # the smaller of sft.max_seconds and trainer.max_seconds
     with pytest.raises(ValueError, match="sft.max_seconds must be > 0"):
         load_config("configs/sft.yaml", ["sft.max_seconds=0"])
+
+
+@pytest.mark.parametrize(("share", "trims"), [(0.0, True), (1.0, False)])
+def test_supervised_steps_hand_freed_memory_back_only_above_the_share(tmp_path, capsys, share, trims):
+    # A long SFT run's held heap creeps up between untrimmed steps (16 GB after 150 steps of the
+    # default model): above `trainer.release_memory_above` of the machine a step hands it back.
+    path, _ = demo_file(tmp_path, n=2)
+    run = tmp_path / "run"
+    cfg = load_config(
+        "configs/sft.yaml",
+        [
+            *TINY,
+            f"data.train_files=[{path}]",
+            "data.batch_size=2",
+            "sft.max_length=300",
+            "eval.at_end=false",
+            "trainer.save_every=0",
+            "trainer.total_steps=2",
+            f"trainer.release_memory_above={share}",
+            "logging.console=true",
+            f"trainer.output_dir={run}",
+        ],
+    )
+    SFTTrainer(cfg).fit()
+    rows = metric_rows(run)
+    assert [r["step"] for r in rows] == [1, 2] and all(r["memory/rss_gb"] > 0 for r in rows)
+    assert all(("memory/released_gb" in r) == trims for r in rows)
+    said = capsys.readouterr().err
+    assert bool(re.search(r"step 2/2 \| .* [\d.]+ GB \(-?[\d.]+ GB handed back\)", said)) == trims
