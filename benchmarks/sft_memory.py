@@ -1,16 +1,18 @@
-"""Host memory of an SFT run, step by step: as shipped, and with the heap trimmed after every step.
+"""Host memory of an SFT run, step by step: never trimmed, as shipped, and trimmed after every step.
 
     horizonrl solve textcraft --split train --out runs/demos/textcraft_train.jsonl
     python benchmarks/sft_memory.py --steps 12 --demos runs/demos/textcraft_train.jsonl
 
 Runs `--steps` SFT steps of the default model (the protocol's settings: bf16, no gradient
-checkpointing, batch 8) twice, each in a fresh process: `shipped` is the trainer as it is (each
-step reports `horizonrl.trainer.memory.memory_report`; no trim between back-to-back steps),
-`trim` the same with `release_memory` (gc, then glibc's `malloc_trim`) after every step, as the
-RL loop does before its next rollout. Per step it reads `metrics.jsonl`: the resident memory after
-the step (`memory/rss_gb`), the process's peak so far (`memory/peak_rss_gb`) and the step's
-seconds. Prints a Markdown table; `--json` writes the figures. What it answers: how much of a
-step's freed memory stays in the process, and what handing it back costs in step time.
+checkpointing, batch 8) once per mode, each in a fresh process, with `trainer.release_memory_above`
+(the share of the machine's memory above which a step hands its freed heap back:
+`horizonrl.trainer.memory.keep_under`) at 1 (`never`), at `--share` (`shipped`; the config's
+default unless given) and at 0 (`every`: gc, then glibc's `malloc_trim`, after every step, as the
+RL loop does before its next rollout). Per step it reads `metrics.jsonl`: the resident memory
+after the step (`memory/rss_gb`), the process's peak so far (`memory/peak_rss_gb`), what a trim
+handed back (`memory/released_gb`) and the step's seconds. Prints a Markdown table; `--json`
+writes the figures. What it answers: how much of a step's freed memory stays in the process, and
+what handing it back costs in step time.
 """
 
 from __future__ import annotations
@@ -24,18 +26,16 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ("shipped", "trim")
+MODES = ("never", "shipped", "every")
 
 
 def child(args: argparse.Namespace) -> None:
     """One run in this process (`--child MODE`)."""
     sys.path.insert(0, str(ROOT))
     from horizonrl.config import load_config
-    from horizonrl.trainer import sft
     from horizonrl.trainer.main import run
 
-    if args.child == "trim":  # every step's report after handing the free heap back
-        sft.memory_report = sft.release_memory  # type: ignore[assignment]
+    share = {"never": "1.0", "every": "0.0"}.get(args.child, args.share)
     cfg = load_config(
         args.config,
         [
@@ -52,6 +52,7 @@ def child(args: argparse.Namespace) -> None:
             "model.bf16=true",
             "model.gradient_checkpointing=false",
             f"trainer.output_dir={args.out}",
+            *([f"trainer.release_memory_above={share}"] if share is not None else []),
         ],
     )
     run(cfg)
@@ -60,6 +61,7 @@ def child(args: argparse.Namespace) -> None:
 def measure(args: argparse.Namespace, mode: str, out: Path) -> list[dict[str, float]]:
     cmd = [sys.executable, __file__, "--child", mode, "--out", str(out)]
     cmd += ["--steps", str(args.steps), "--demos", args.demos, "--model", args.model, "--config", args.config]
+    cmd += ["--share", args.share] if args.share is not None else []
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     print(f"[sft_memory] {mode}: {args.steps} steps -> {out}", file=sys.stderr, flush=True)
     subprocess.run(cmd, check=True, env=env, cwd=ROOT)
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--demos", default="runs/demos/textcraft_train.jsonl", help="horizonrl solve's JSONL")
     p.add_argument("--model", default="default")
     p.add_argument("--config", default="configs/quickstart.yaml")
+    p.add_argument("--share", default=None, help="shipped mode's trainer.release_memory_above")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     p.add_argument("--child", choices=MODES, default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -86,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sft_memory_") as tmp:
         results = {mode: measure(args, mode, Path(tmp) / mode) for mode in MODES}
     lines = [
-        "| step | " + " | ".join(f"{m}: RSS after (GB) | {m}: peak (GB) | {m}: s" for m in MODES) + " |",
-        "|---|" + "---|---|---|" * len(MODES),
+        "| step | "
+        + " | ".join(f"{m}: RSS after (GB) | {m}: peak (GB) | {m}: handed back | {m}: s" for m in MODES)
+        + " |",
+        "|---|" + "---|---|---|---|" * len(MODES),
     ]
     for i in range(args.steps):
         cells = []
@@ -96,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             cells += [
                 f"{r.get('memory/rss_gb', float('nan')):.2f}",
                 f"{r.get('memory/peak_rss_gb', float('nan')):.2f}",
+                f"{r['memory/released_gb']:.2f}" if "memory/released_gb" in r else "",
                 f"{r.get('time/step', float('nan')):.1f}",
             ]
         lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")
