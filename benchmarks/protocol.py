@@ -258,7 +258,19 @@ ARMS = {
             "fixed-long, context: last 4 turns",
             "agent.context.max_turns_kept (bounded context, issue 18)",
         ),
+        Arm(
+            "cap-long-t12",
+            "rl",
+            (*HORIZON, "schedule.type=fixed", "schedule.rounds=[{long}]", "rollout.temperature=1.2"),
+            "fixed-long, rollouts at temperature 1.2 (from a base that saw depth-3 demos)",
+        ),
         Arm("cap-stepwise", "rl", STEPWISE, "stepwise caps"),
+        Arm(
+            "cap-stepwise-t12",
+            "rl",
+            (*STEPWISE, "rollout.temperature=1.2"),
+            "stepwise caps, rollouts at temperature 1.2",
+        ),
         Arm(
             "cap-stepwise-shaped",
             "rl",
