@@ -541,7 +541,7 @@ class TrainerConfig:
     """Stop the run after this many consecutive steps in which every episode failed (the env
     servers are down: `failed/frac == 1`)."""
     release_memory_above: float = 0.5
-    """Supervised steps (SFT, DPO) hand the heap's freed pages back to the system
+    """Supervised steps (SFT, DPO, AgentEvol's SFT phases) hand the heap's freed pages back to the system
     (`horizonrl.trainer.memory.keep_under`) once the process holds more than this share of the
     machine's memory (or its container's limit) after a step; the step row then logs
     `memory/released_gb`. A CPU step's freed memory otherwise stays in the process and creeps up
