@@ -127,6 +127,20 @@ class Trajectory:
         return cls(**{k: v for k, v in data.items() if k in known and k != "meta"}, meta=meta)
 
 
+def mask_spans(mask: list[int]) -> list[list[int]]:
+    """The runs of 1s in a loss mask as `[start, end)` positions: one per sampled reply (its
+    end-of-turn token included)."""
+    spans: list[list[int]] = []
+    for pos, m in enumerate(mask):
+        if not m:
+            continue
+        if spans and spans[-1][1] == pos:
+            spans[-1][1] = pos + 1
+        else:
+            spans.append([pos, pos + 1])
+    return spans
+
+
 PER_TURN = ("turn_states", "turn_invalid", "turn_progress")
 """The per-turn lists besides `turn_rewards`: empty (not recorded, e.g. an expert's demo) or one
 entry per turn, appended together by `record_turn`."""

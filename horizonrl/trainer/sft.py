@@ -35,7 +35,7 @@ import torch
 
 from horizonrl.agent.chat import ChatFormat, TokenConversation
 from horizonrl.config import Config
-from horizonrl.rollout.trajectory import Trajectory, read_jsonl
+from horizonrl.rollout.trajectory import Trajectory, mask_spans, read_jsonl
 from horizonrl.trainer.batch import Batch, collate, micro_batches
 from horizonrl.trainer.data import ItemSampler
 from horizonrl.trainer.episodes import Rollout
@@ -123,14 +123,7 @@ def sft_examples(
 def reply_lengths(example: Trajectory) -> list[int]:
     """Tokens of each trained reply of a tokenized example (each run of loss-mask 1s: the reply
     with its end-of-turn token, as a sampler would generate it)."""
-    runs, n = [], 0
-    for m in [*example.loss_mask, 0]:
-        if m:
-            n += 1
-        elif n:
-            runs.append(n)
-            n = 0
-    return runs
+    return [end - start for start, end in mask_spans(example.loss_mask)]
 
 
 def sft_step(learner: Learner, batch: Batch) -> dict[str, float]:

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from horizonrl.algos.kl import kl_estimate
-from horizonrl.rollout.trajectory import Trajectory
+from horizonrl.rollout.trajectory import Trajectory, mask_spans
 from horizonrl.trainer.batch import Batch
 
 DECIMALS = 5
@@ -37,18 +37,6 @@ DECIMALS = 5
 
 def token_stats_path(run_dir: Path, step: int) -> Path:
     return run_dir / "trajectories" / "token_stats" / f"step_{step}.jsonl"
-
-
-def _spans(mask: list[int]) -> list[list[int]]:
-    spans: list[list[int]] = []
-    for pos, m in enumerate(mask):
-        if not m:
-            continue
-        if spans and spans[-1][1] == pos:
-            spans[-1][1] = pos + 1
-        else:
-            spans.append([pos, pos + 1])
-    return spans
 
 
 def _rounded(values: torch.Tensor) -> list[float]:
@@ -80,7 +68,7 @@ def token_stats_rows(
             "item_id": traj.item_id,
             "group_id": traj.group_id,
             "sample_index": traj.sample_index,
-            "spans": _spans(mask.long().tolist()),
+            "spans": mask_spans(mask.long().tolist()),
         }
         if "window" in traj.meta:  # bounded context: which context window of the episode
             row["window"] = traj.meta["window"]
