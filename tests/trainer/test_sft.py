@@ -322,15 +322,14 @@ def test_demo_replies_longer_than_the_sampling_budget_are_named(tmp_path, capsys
     # Worked-thought demos reach 68 tokens a reply while the protocol sampled 48: the model learned
     # replies that sampling then cut before their action (64.3% vs 70.0% on the 70 items).
     path, _ = demo_file(tmp_path, n=2)
-    common = [*TINY, f"data.train_files=[{path}]", "logging.console=true", f"trainer.output_dir={tmp_path}/r"]
-    cfg = load_config("configs/sft.yaml", [*common, "rollout.max_tokens=8", "eval.max_tokens=500"])
-    trainer = SFTTrainer(cfg)
+    run = tmp_path / "r"
+    trainer = SFTTrainer(short_sft(path, run, "rollout.max_tokens=8", "eval.max_tokens=500"))
     lengths = [n for e in trainer.examples for n in reply_lengths(e)]
     said = capsys.readouterr().err
     cut = sum(n > 8 for n in lengths)
     assert f"{cut} of {len(lengths)} demo replies are longer than rollout.max_tokens=8 (the longest: " in said
     assert "eval.max_tokens" not in said and f"at least {max(lengths)}" in said
-    SFTTrainer(load_config("configs/sft.yaml", [*common, "rollout.max_tokens=500", "eval.max_tokens=500"]))
+    SFTTrainer(short_sft(path, run, "rollout.max_tokens=500", "eval.max_tokens=500"))
     assert "demo replies" not in capsys.readouterr().err
 
 
