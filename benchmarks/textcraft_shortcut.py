@@ -6,7 +6,7 @@ For each run folder's greedy eval (`eval/final/trajectories.jsonl`), per depth: 
 and the episodes whose second reply's action is `craft ... <goal>` after a first reply that was a
 `get` — right for a depth-1 goal made from one raw material, wrong for every depth-2 goal (an
 intermediate has to be crafted first). The RL arms of the learning protocol turn this on for
-depth-2 items (BENCHMARKS.md, "Learning protocol", session 12).
+depth-2 items (benchmarks/results/learning_protocol_sessions.md, session 12).
 """
 
 from __future__ import annotations

@@ -288,7 +288,8 @@ class SFTTrainer(SupervisedRun):
         """Name the demo replies longer than what the rollouts and evals of this config sample
         (`rollout.max_tokens`, `eval.max_tokens`): the model learns them whole, and sampling then
         cuts them off before their action (worked-thought demos reach 68 tokens; at 48 a base
-        scored 64.3% on the 70 protocol items, at 80 70.0%: BENCHMARKS.md, session 32)."""
+        scored 64.3% on the 70 protocol items, at 80 70.0%:
+        benchmarks/results/learning_protocol_sessions.md, session 32)."""
         lengths = [n for e in self.examples for n in reply_lengths(e)]
         cfg = self.cfg
         budgets = {"rollout.max_tokens": cfg.rollout.max_tokens, "eval.max_tokens": cfg.eval.max_tokens}
