@@ -6,7 +6,8 @@ Reads `benchmarks/results/learning_protocol_*.runs.json` (the archives `benchmar
 --results NAME` writes; see `protocol_report`) and, for each archive and family, lists every RL arm
 with the checkpoint it started from, its mean greedy success over seeds and bootstrap interval,
 how many of its steps had a learning signal (`signal`), and each continued-SFT arm timed against
-it (`budget_arm_of`) with the paired difference. The last column applies issue 18's bar: RL at
+it (`budget_arm_of`) with the paired difference; an archive of checkpoints scored again under
+another eval (`protocol_rescore.py`) says so after its name. The last column applies issue 18's bar: RL at
 least 10 points above its equal-compute SFT, with the two arms' intervals not overlapping. Only
 files are read; nothing is trained or evaluated.
 """
@@ -79,6 +80,7 @@ def rows(archive: Path, n_boot: int = 2000) -> list[dict[str, Any]]:
             gain = paired_diff(found[start["arm"]], fam, items, table, n_boot) if start else None
             row = {
                 "archive": name,
+                "rescored": results[0].get("rescored", {}).get("overrides"),
                 "family": fam,
                 "machine": results[0].get("machine", "not recorded"),
                 "start_sha256": str(results[0].get("start_sha256", ""))[:8],
@@ -147,8 +149,11 @@ def markdown(all_rows: list[dict[str, Any]]) -> str:
     ]
     for r in all_rows:
         start = f"{r['start_sha256']}…, {_pct(r['start'])}"
+        name = r["archive"].removeprefix("learning_protocol_")
+        if r["rescored"]:  # the same checkpoints under another eval (`protocol_rescore.py`)
+            name += f" (rescored: {' '.join(r['rescored'])})"
         head = (
-            f"| {r['archive'].removeprefix('learning_protocol_')} | {r['family']} | {r['machine']} | {start} "
+            f"| {name} | {r['family']} | {r['machine']} | {start} "
             f"| {r['arm']} | {r['seeds']} | {r['steps']} | **{_pct(r['mean'])}** {_ci(r['ci95'])} "
             f"| {_diff(r['vs_start'])} | {_signal(r['signal'], r['steps'])} "
         )

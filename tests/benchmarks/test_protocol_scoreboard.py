@@ -73,6 +73,23 @@ def test_each_rl_arm_faces_the_sft_timed_against_it_and_the_bar_is_applied(tmp_p
     assert "1 of 2 RL-vs-equal-compute pairs meet the bar." in text
 
 
+def test_an_archive_of_rescored_checkpoints_says_under_which_eval(tmp_path):
+    """`protocol_rescore.py` archives: the row names the eval overrides after the archive's name."""
+    mark = {"rescored": {"overrides": ["eval.max_turns=10"], "checkpoint": "x"}}
+    runs = [
+        result("grpo", "rl", 0, [1] * 5 + [0] * 5, **mark),
+        result("sft-equal", "sft", 0, [1] * 5 + [0] * 5, **mark),
+    ]
+    write(tmp_path / "learning_protocol_r.runs.json", runs)
+    write(
+        tmp_path / "learning_protocol_s.runs.json",
+        [{k: v for k, v in r.items() if k != "rescored"} for r in runs],
+    )
+    assert board.main(["--results", str(tmp_path)]) == 0
+    text = (tmp_path / "learning_protocol_scoreboard.md").read_text()
+    assert "| r (rescored: eval.max_turns=10) | textcraft |" in text and "| s | textcraft |" in text
+
+
 def test_the_bar_needs_ten_points_and_intervals_apart():
     rl, eq = {"ci95": (0.5, 0.7)}, {"ci95": (0.3, 0.45)}
     assert board.meets_bar(rl, eq, 0.15)
