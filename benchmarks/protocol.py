@@ -186,6 +186,13 @@ ARMS = {
             " differ 19% / 34% / 47% of the time at 0.8 / 1.0 / 1.2)",
         ),
         Arm(
+            "grpo-cap10-t12",
+            "rl",
+            ("schedule.type=fixed", "schedule.rounds=[10]", "rollout.temperature=1.2"),
+            "GRPO at lr 2e-5, fixed cap 10, rollouts at temperature 1.2 (room to recover from a rejected"
+            " move: the expert itself needs all of the eval's 5 turns on 15 of the 70 test items, 6 on one)",
+        ),
+        Arm(
             "grpo-low-lr-n8-cap5",
             "rl",
             ("trainer.lr=5.0e-6", "rollout.n=8", "schedule.type=fixed", "schedule.rounds=[5]"),
