@@ -15,8 +15,9 @@ Each rescored run is written as `OUT/<arm>/seed_<s>/result.json`: the original r
 new eval's items, its intermediate evals dropped from the curve (they were made under the old
 settings) and the new one at its last step, and `rescored` (the source, the checkpoint, the
 overrides, the success before). Then the protocol's report: `OUT/protocol.{md,json}` and
-`OUT/curves.png` (`--results NAME` archives them as `benchmarks/results/NAME.*`, as
-`protocol.py --results` does). Training time, budgets and sampled tokens are the original runs'.
+`OUT/curves.png` (`--results NAME` archives them as `benchmarks/results/NAME.*` and rewrites the
+scoreboard, as `protocol.py --results` does). Training time, budgets and sampled tokens are the
+original runs'.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without install
 
-from benchmarks import protocol  # noqa: E402
+from benchmarks import protocol, protocol_report  # noqa: E402
 from benchmarks.protocol_report import load_results  # noqa: E402
+from benchmarks.protocol_scoreboard import write_scoreboard  # noqa: E402
 
 
 def original_args(run: Path) -> argparse.Namespace:
@@ -135,7 +137,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    rescore(parse_args(argv))
+    args = parse_args(argv)
+    rescore(args)
+    if args.results:  # an archive changed: so does the page of all of them
+        write_scoreboard(protocol_report.RESULTS)
     return 0
 
 
