@@ -51,11 +51,11 @@ def original_args(run: Path) -> argparse.Namespace:
     return parsed[-1]
 
 
-def checkpoint_of(run: Path, result: dict[str, Any], start: str) -> str:
+def checkpoint_of(run: Path, result: dict[str, Any]) -> str:
     """The weights an arm x seed ended with: the last `checkpoints/step_*/model` of its folder (the
-    `sft` eval arm: the start checkpoint)."""
+    `sft` eval arm: the start checkpoint, its `model.path`)."""
     if result["seed"] is None:
-        return start
+        return [o.split("=", 1)[1] for o in result["overrides"] if o.startswith("model.path=")][-1]
     models = sorted(run.glob("checkpoints/step_*/model"), key=lambda p: int(p.parent.name.split("_")[1]))
     if not models:
         raise SystemExit(f"protocol_rescore: {run} has no final checkpoint (rescoring needs the run folders)")
@@ -69,6 +69,41 @@ def rescored_metrics(rows: list[dict[str, Any]], success: float) -> list[dict[st
     kept = [row for row in kept if set(row) - {"step"}]
     last = max((int(row["step"]) for row in rows), default=0)
     return [*kept, {"step": last, "eval/success": success}]
+
+
+def rescore_run(
+    run: Path, evals: Path, made: argparse.Namespace, result: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """One arm x seed (`result`, its folder `run`): the protocol's eval of its final checkpoint into
+    `evals` under the run's settings (`made`) and the new overrides; the rescored result."""
+    seed = result["seed"]
+    ckpt = checkpoint_of(run, result)
+    argv = ["--config", made.config, "--families", ",".join(made.families), "--sft-model", ckpt]
+    argv += ["--arms", "sft", "--seeds", "1", "--out", str(evals)]
+    argv += ["--eval-limit", str(made.eval_limit)] if made.eval_limit else []
+    print(f"[rescore] {result['arm']} seed {seed}: {ckpt}", file=sys.stderr, flush=True)
+    cmd = [sys.executable, str(Path(protocol.__file__)), *argv, *made.overrides, *args.overrides]
+    if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode:
+        raise SystemExit(
+            f"protocol_rescore: the eval of {result['arm']} seed {seed} failed: {shlex.join(cmd)}"
+        )
+    new = json.loads((evals / "sft" / "result.json").read_text())
+    success = sum(new["items"].values()) / len(new["items"])
+    return {
+        **result,
+        "items": new["items"],
+        "categories": new["categories"],
+        "metrics": rescored_metrics(result.get("metrics", []), success),
+        "wall_s": new["wall_s"],
+        "load_avg": new["load_avg"],
+        "rescored": {
+            "from": str(run),
+            "checkpoint": ckpt,
+            "overrides": args.overrides,
+            "success_before": sum(result["items"].values()) / len(result["items"]),
+            "machine": new.get("machine"),
+        },
+    }
 
 
 def rescore(args: argparse.Namespace) -> dict[str, Any]:
@@ -85,33 +120,11 @@ def rescore(args: argparse.Namespace) -> dict[str, Any]:
         f.write(command + "\n")
     for arm in arms:
         for result in found[arm]:
-            seed = result["seed"]
-            run = src / arm if seed is None else src / arm / f"seed_{seed}"
-            ckpt = checkpoint_of(run, result, made.sft_model)
-            evals = out / "evals" / (arm if seed is None else f"{arm}_seed_{seed}")
-            argv = ["--config", made.config, "--families", ",".join(made.families), "--sft-model", ckpt]
-            argv += ["--arms", "sft", "--seeds", "1", "--out", str(evals)]
-            argv += ["--eval-limit", str(made.eval_limit)] if made.eval_limit else []
-            print(f"[rescore] {arm} seed {seed}: {ckpt}", file=sys.stderr, flush=True)
-            cmd = [sys.executable, str(Path(protocol.__file__)), *argv, *made.overrides, *args.overrides]
-            if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode:
-                raise SystemExit(f"protocol_rescore: the eval of {arm} seed {seed} failed: {shlex.join(cmd)}")
-            new = json.loads((evals / "sft" / "result.json").read_text())
-            success = sum(new["items"].values()) / len(new["items"])
-            before = sum(result["items"].values()) / len(result["items"])
-            dest = out / arm if seed is None else out / arm / f"seed_{seed}"
-            dest.mkdir(parents=True, exist_ok=True)
-            rescored = {
-                **result,
-                "items": new["items"],
-                "categories": new["categories"],
-                "metrics": rescored_metrics(result.get("metrics", []), success),
-                "wall_s": new["wall_s"],
-                "load_avg": new["load_avg"],
-                "rescored": {"from": str(run), "checkpoint": ckpt, "overrides": args.overrides,
-                             "success_before": before, "machine": new.get("machine")},
-            }  # fmt: skip
-            (dest / "result.json").write_text(json.dumps(rescored))
+            where = Path(arm) if result["seed"] is None else Path(arm) / f"seed_{result['seed']}"
+            evals = out / "evals" / "_".join(where.parts)  # sft, grpo_seed_0, ...
+            rescored = rescore_run(src / where, evals, made, result, args)
+            (out / where).mkdir(parents=True, exist_ok=True)
+            (out / where / "result.json").write_text(json.dumps(rescored))
     title = f"{args.title or made.title}, rescored with {' '.join(args.overrides)}"
     report_args = argparse.Namespace(results=args.results, title=title)
     return protocol.write_report(out, report_args, list(protocol.ARMS))
