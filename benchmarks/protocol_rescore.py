@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 from benchmarks import protocol, protocol_report  # noqa: E402
 from benchmarks.protocol_report import load_results  # noqa: E402
 from benchmarks.protocol_scoreboard import write_scoreboard  # noqa: E402
+from horizonrl.models import run_checkpoints  # noqa: E402
 
 
 def original_args(run: Path) -> argparse.Namespace:
@@ -56,10 +57,10 @@ def checkpoint_of(run: Path, result: dict[str, Any]) -> str:
     `sft` eval arm: the start checkpoint, its `model.path`)."""
     if result["seed"] is None:
         return [o.split("=", 1)[1] for o in result["overrides"] if o.startswith("model.path=")][-1]
-    models = sorted(run.glob("checkpoints/step_*/model"), key=lambda p: int(p.parent.name.split("_")[1]))
-    if not models:
+    found = run_checkpoints(run)
+    if not found:
         raise SystemExit(f"protocol_rescore: {run} has no final checkpoint (rescoring needs the run folders)")
-    return str(models[-1])
+    return str(found[-1][1] / "model")
 
 
 def rescored_metrics(rows: list[dict[str, Any]], success: float) -> list[dict[str, Any]]:
